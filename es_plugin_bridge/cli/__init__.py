@@ -1,0 +1,1 @@
+"""The ``esrerank`` command line."""
