@@ -1,11 +1,12 @@
 """Entry point of ``esrerank``: one click group, each subcommand in its own module.
 
-User mistakes (``UserError``) are printed as one line on stderr with exit code 2, never as a
-stack trace.
+User mistakes (``UserError``, click usage errors, missing files) are printed as one line
+``error: ...`` on stderr with a non-zero exit code, never as a stack trace.
 """
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 import click
@@ -20,23 +21,28 @@ def cli() -> None:
     """Neural reranking of semantically equivalent questions, for Elasticsearch."""
 
 
+def _add(module: str, command: str) -> None:
+    cli.add_command(getattr(importlib.import_module(module), command))
+
+
 def _register() -> None:
-    # Subcommands are registered here, one module each (see es_plugin_bridge/cli/*.py).
-    pass
+    # One line per subcommand; each lives in its own module (es_plugin_bridge/cli/*.py).
+    _add("es_plugin_bridge.cli.evaluate", "evaluate")
+    _add("es_plugin_bridge.cli.demo", "demo")
 
 
 _register()
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Run the CLI, turning UserError into a one-line message and exit code 2."""
+    """Run the CLI, turning user mistakes into a one-line message and a non-zero exit code."""
     try:
-        cli.main(args=argv, prog_name="esrerank", standalone_mode=False)
+        code = cli.main(args=argv, prog_name="esrerank", standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)
     except click.ClickException as exc:
-        exc.show()
+        click.echo(f"error: {' '.join(exc.format_message().split())}", err=True)
         sys.exit(exc.exit_code)
     except UserError as exc:
         click.echo(f"error: {exc}", err=True)
@@ -44,6 +50,11 @@ def main(argv: list[str] | None = None) -> None:
     except FileNotFoundError as exc:
         click.echo(f"error: file not found: {exc.filename}", err=True)
         sys.exit(2)
+    except OSError as exc:
+        click.echo(f"error: {exc.strerror or exc}: {exc.filename}", err=True)
+        sys.exit(2)
+    if isinstance(code, int) and code:
+        sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,172 @@
+"""``esrerank evaluate``: score rankers on one of the three tasks and write the contract's outputs.
+
+Forms (DESIGN.md):
+  --task rerank    --data semeval:FILE.xml --rankers given,bm25,lmdirichlet --json OUT.json
+  --task retrieval --queries pairs:TEST.tsv --corpus pairs:A.tsv [--corpus ...] --rankers ... --json OUT
+  --task classify  --data pairs:TEST.tsv --dev pairs:DEV.tsv (--model DIR | --rankers bm25,...) --json OUT
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import click
+
+from es_plugin_bridge.errors import UserError
+from es_plugin_bridge.evaluation.results import TaskResult
+
+TASKS = ("rerank", "retrieval", "classify")
+DEFAULT_RANKERS = {"rerank": ["given", "bm25", "lmdirichlet"], "retrieval": ["bm25", "lmdirichlet"],
+                   "classify": []}
+MODEL_RANKERS = ["model", "fused"]
+
+
+def default_rankers(task: str, has_model: bool) -> list[str]:
+    """Rankers used when --rankers is not given: first-stage baselines, plus the model when given."""
+    if task == "classify":
+        if not has_model:
+            raise UserError("--task classify needs --model DIR or --rankers NAME[,NAME...]")
+        return ["model"]
+    return DEFAULT_RANKERS[task] + (MODEL_RANKERS if has_model else [])
+
+
+def parse_params(items: Sequence[str]) -> dict[str, dict[str, float]]:
+    """``--param bm25.k1=1.2`` → ``{"bm25": {"k1": 1.2}}``."""
+    params: dict[str, dict[str, float]] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        ranker, dot, name = key.partition(".")
+        if not sep or not dot or not ranker or not name:
+            raise UserError(f"--param {item!r} is not RANKER.NAME=VALUE (e.g. bm25.k1=1.2)")
+        try:
+            params.setdefault(ranker, {})[name] = float(value)
+        except ValueError:
+            raise UserError(f"--param {item!r}: {value!r} is not a number") from None
+    return params
+
+
+def _require(task: str, given: dict[str, object], needed: Sequence[str], allowed: Sequence[str]) -> None:
+    for option in needed:
+        if not given.get(option):
+            raise UserError(f"--task {task} needs {option}")
+    for option, value in given.items():
+        if value and option not in allowed:
+            raise UserError(f"{option} does not apply to --task {task}")
+
+
+@click.command("evaluate")
+@click.option("--task", required=True, type=click.Choice(TASKS), help="What to evaluate.")
+@click.option("--data", "data_spec", metavar="SPEC", help="rerank: semeval:FILE; classify: test pairs.")
+@click.option("--queries", "queries_spec", metavar="SPEC",
+              help="retrieval: pairs whose duplicates are the queries.")
+@click.option("--corpus", "corpus_specs", metavar="SPEC", multiple=True, help="retrieval: more documents.")
+@click.option("--dev", "dev_spec", metavar="SPEC", help="classify: pairs that choose the threshold.")
+@click.option("--rankers", "rankers_text", metavar="NAMES",
+              help="Comma-separated: given, bm25, lmdirichlet, lmjelinekmercer, dfr, ib, tfidf, model, "
+                   "fused.")
+@click.option("--model", "model_dir", type=click.Path(path_type=Path), help="Model directory (model, fused).")
+@click.option("--json", "json_path", type=click.Path(path_type=Path, dir_okay=False),
+              help="Write the JSON here.")
+@click.option("--per-query", "per_query_path", type=click.Path(path_type=Path, dir_okay=False),
+              help="Per-query JSONL (default: next to --json as OUT.per_query.jsonl).")
+@click.option("--plot", "plot_path", type=click.Path(path_type=Path, dir_okay=False), help="PNG bar chart.")
+@click.option("--drop-no-relevant", is_flag=True, help="rerank: drop queries without a relevant candidate.")
+@click.option("--max-queries", type=click.IntRange(min=1),
+              help="retrieval: evaluate a deterministic subset of N queries.")
+@click.option("--param", "params", metavar="RANKER.NAME=VALUE", multiple=True, help="e.g. bm25.k1=1.2")
+@click.option("--body-words", type=click.IntRange(min=0), help="Cut bodies at N words (default 100).")
+@click.option("--title-only", is_flag=True, help="Ignore question bodies.")
+@click.option("--skip-bad", is_flag=True, help="Skip malformed records (counted) instead of stopping.")
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
+def evaluate(task: str, data_spec: str | None, queries_spec: str | None, corpus_specs: tuple[str, ...],
+             dev_spec: str | None, rankers_text: str | None, model_dir: Path | None, json_path: Path | None,
+             per_query_path: Path | None, plot_path: Path | None, drop_no_relevant: bool,
+             max_queries: int | None, params: tuple[str, ...], body_words: int | None, title_only: bool,
+             skip_bad: bool, no_progress: bool) -> None:
+    """Evaluate rankers on a task; print a table and write JSON, per-query JSONL and a plot."""
+    from rich.console import Console
+
+    from es_plugin_bridge.evaluation import report
+
+    given = {"--data": data_spec, "--queries": queries_spec, "--corpus": corpus_specs, "--dev": dev_spec,
+             "--drop-no-relevant": drop_no_relevant, "--max-queries": max_queries}
+    needed = {"rerank": ["--data"], "retrieval": ["--queries"], "classify": ["--data", "--dev"]}[task]
+    allowed = {"rerank": ["--data", "--drop-no-relevant"],
+               "retrieval": ["--queries", "--corpus", "--max-queries"],
+               "classify": ["--data", "--dev"]}[task]
+    _require(task, given, needed, allowed)
+    if model_dir is not None and not model_dir.is_dir():
+        raise UserError(f"--model {model_dir}: not a directory")
+    names = ([n.strip() for n in rankers_text.split(",") if n.strip()] if rankers_text is not None
+             else default_rankers(task, model_dir is not None))
+    from es_plugin_bridge import rankers as registry
+
+    registry.check(names, task, has_model=model_dir is not None)
+    result = run_task(task, names, data_spec=data_spec, queries_spec=queries_spec, corpus_specs=corpus_specs,
+                      dev_spec=dev_spec, model_dir=model_dir, params=parse_params(params),
+                      drop_no_relevant=drop_no_relevant, max_queries=max_queries, body_words=body_words,
+                      title_only=title_only, skip_bad=skip_bad, show_progress=not no_progress)
+    console = Console()
+    report.print_result(result, console)
+    written = []
+    if json_path is not None:
+        written.append(report.write_json(result, json_path))
+        per_query_path = per_query_path or report.per_query_path(json_path)
+    if per_query_path is not None:
+        written.append(report.write_per_query(result, per_query_path))
+    if plot_path is not None:
+        written.append(report.write_plot(result, plot_path))
+    for path in written:
+        console.print(f"wrote {path}", soft_wrap=True, highlight=False)
+
+
+def run_task(task: str, names: Sequence[str], *, data_spec: str | None = None,
+             queries_spec: str | None = None, corpus_specs: Sequence[str] = (), dev_spec: str | None = None,
+             model_dir: Path | None = None, params: dict[str, dict[str, float]] | None = None,
+             drop_no_relevant: bool = False, max_queries: int | None = None, body_words: int | None = None,
+             title_only: bool = False, skip_bad: bool = False, show_progress: bool = True) -> TaskResult:
+    """Read the specs, then run the task's evaluation (the CLI without its output handling)."""
+    from es_plugin_bridge.data.spec import read_spec
+    from es_plugin_bridge.evaluation import evaluate_classify, evaluate_rerank, evaluate_retrieval
+    from es_plugin_bridge.evaluation.retrieval import duplicate_queries, held_out
+    from es_plugin_bridge.rankers import TokenCache
+    from es_plugin_bridge.text import Preprocessor, TextOptions
+
+    options = {}
+    if body_words is not None:
+        options["body_words"] = body_words
+    if title_only:
+        options["use_body"] = False
+    tokens = TokenCache(Preprocessor(TextOptions(**options)))
+    cache: dict[str, object] = {}
+    notes: list[str] = []
+
+    def read(spec: str):
+        if spec not in cache:
+            cache[spec] = dataset = read_spec(spec, skip_bad=skip_bad)
+            if dataset.skipped:
+                notes.append(f"{spec}: skipped {dataset.skipped} malformed records (--skip-bad)")
+        return cache[spec]
+
+    common = {"model_dir": model_dir, "params": params, "show_progress": show_progress}
+    if task == "rerank":
+        result = evaluate_rerank(read(data_spec).queries, names, tokens, drop_no_relevant=drop_no_relevant,
+                                 **common)
+    elif task == "retrieval":
+        queries_data = read(queries_spec)
+        queries, skipped = duplicate_queries(queries_data.pairs)
+        if skipped:
+            notes.append(f"{queries_spec}: skipped {skipped} duplicate pairs whose two questions are the "
+                         "same text (the query itself is excluded, so they cannot be found)")
+        if max_queries is not None and max_queries < len(queries):
+            notes.append(f"kept a deterministic subset of {max_queries} of {len(queries)} queries "
+                         "(--max-queries)")
+            queries = held_out(queries, max_queries)
+        documents = [q for spec in corpus_specs for q in read(spec).questions.values()]
+        documents += list(queries_data.questions.values())
+        result = evaluate_retrieval(documents, queries, names, tokens, **common)
+    else:
+        result = evaluate_classify(read(data_spec).pairs, read(dev_spec).pairs, names, tokens, **common)
+    result.notes[:0] = notes
+    return result

@@ -1,0 +1,140 @@
+"""Helpers every reader shares: opening plain or gzip files, question ids, bad-record policy."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import re
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+from es_plugin_bridge.data.types import Dataset, Question
+from es_plugin_bridge.errors import DataFormatError, UserError
+
+_GZIP_MAGIC = b"\x1f\x8b"
+
+# What reading a truncated or corrupt gzip stream raises.
+COMPRESSION_ERRORS = (OSError, EOFError, zlib.error)
+
+# Stack Exchange renders a body from Markdown, so it always opens with a block-level tag. Titles are
+# plain text and may hold things like "<package>" or "DbSet<MyEntity>", so splitting at the first
+# '<' of any kind would cut such titles; splitting at the first block-level tag does not.
+_BODY_START = re.compile(r"<(?:p|pre|blockquote|ul|ol|dl|h[1-6]|hr|div|table)(?=[\s>/])", re.IGNORECASE)
+
+
+def question_id(title: str, body: str = "") -> str:
+    """A stable short id for a question known only by its text: equal (title, body) share an id.
+
+    Both parts are stripped first, so the same question reads the same from every format.
+    """
+    text = f"{title.strip()}\n{body.strip()}"
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:16]
+
+
+def split_title_body(text: str) -> tuple[str, str]:
+    """Split ``Title<p>body...</p>`` into (title, HTML body) at the first block-level HTML tag.
+
+    Text without such a tag is all title. Both parts are stripped.
+    """
+    match = _BODY_START.search(text)
+    if match is None:
+        return text.strip(), ""
+    return text[: match.start()].strip(), text[match.start() :].strip()
+
+
+def question_from_text(text: str) -> Question:
+    """A Question from one raw text field (a title, optionally followed by its HTML body)."""
+    title, body = split_title_body(text)
+    return Question(question_id(title, body), title, body)
+
+
+def open_binary(path: Path) -> BinaryIO:
+    """Open ``path`` for reading, decompressing it when it is gzip (detected by content, not name)."""
+    with open(path, "rb") as probe:
+        magic = probe.read(2)
+    if magic == _GZIP_MAGIC:
+        return gzip.open(path, "rb")  # type: ignore[return-value]
+    return open(path, "rb")
+
+
+def iter_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """Yield (1-based line number, line without its end-of-line) of a UTF-8 text file, plain or gzip.
+
+    Lines end at '\\n' only, so a stray '\\r' inside a field cannot split a record in two.
+    """
+    number = 0
+    with open_binary(path) as stream:
+        try:
+            for number, raw in enumerate(stream, start=1):
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as error:
+                    raise DataFormatError(
+                        str(path), str(number), f"not UTF-8 text ({error.reason})"
+                    ) from None
+                if number == 1:
+                    line = line.removeprefix("\ufeff")
+                yield number, line.rstrip("\n").removesuffix("\r")
+        except COMPRESSION_ERRORS as error:
+            where = f"after line {number}"
+            raise DataFormatError(str(path), where, f"cannot read compressed data ({error})") from None
+
+
+def find_data_file(directory: Path, name: str) -> Path | None:
+    """``directory/name`` or ``directory/name.gz``, whichever exists (the plain file first), or None."""
+    for candidate in (directory / name, directory / f"{name}.gz"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def require_data_file(directory: Path, name: str) -> Path:
+    """Like find_data_file, but a missing file is a UserError naming it."""
+    path = find_data_file(directory, name)
+    if path is None:
+        raise UserError(f"{directory}: no {name} (nor {name}.gz) in this directory")
+    return path
+
+
+class RecordError(Exception):
+    """One record breaks its format; the reader's loop adds the file and line and applies the policy."""
+
+
+class BadRecords:
+    """The policy for malformed records: stop with a DataFormatError, or (skip_bad) count and go on."""
+
+    def __init__(self, path: Path, skip_bad: bool) -> None:
+        self.path = path
+        self.skip_bad = skip_bad
+        self.skipped = 0
+
+    def report(self, where: str | int, problem: str) -> None:
+        """Raise for this record, or count it as skipped when the user asked to skip bad records."""
+        if not self.skip_bad:
+            raise DataFormatError(str(self.path), str(where), problem)
+        self.skipped += 1
+
+
+def add_questions(dataset: Dataset, *questions: Question) -> list[Question]:
+    """Register one record's questions in ``dataset.questions``, all or none.
+
+    An id that names two different questions raises RecordError (so the caller can name the
+    record). Returns the registered instances, so equal questions share one object.
+    """
+    for question in questions:
+        known = dataset.questions.get(question.id)
+        if known is not None and known != question:
+            raise RecordError(f"question id {question.id!r} already names a different question")
+    return [dataset.questions.setdefault(question.id, question) for question in questions]
+
+
+def parse_label(text: str) -> int:
+    """A duplicate label: 'duplicate' | 'non-duplicate' | '1' | '0' (case and spaces ignored)."""
+    value = text.strip().lower()
+    if value in ("duplicate", "1"):
+        return 1
+    if value in ("non-duplicate", "0"):
+        return 0
+    raise RecordError(f"unknown label {text!r} (expected duplicate, non-duplicate, 1 or 0)")

@@ -1,0 +1,10 @@
+"""Embedded first-stage retrieval scoring exactly like Lucene 8 (BM25, LM, DFR, IB, TF-IDF).
+
+``lucene`` (the jpype bridge to real Lucene, for parity tests and benchmarks) is not imported here:
+it needs a JVM and is a development dependency only.
+"""
+
+from es_plugin_bridge.engines.index import EmbeddedIndex, Postings
+from es_plugin_bridge.engines.similarities import SIMILARITIES, Similarity, make_similarity
+
+__all__ = ["SIMILARITIES", "EmbeddedIndex", "Postings", "Similarity", "make_similarity"]

@@ -1,0 +1,135 @@
+"""Outputs of an evaluation run: the contract JSON, per-query JSONL, a terminal table, a bar chart.
+
+Every file is written atomically (a temporary file in the same directory, then ``os.replace``), so
+an error never leaves a partial file where a previous good one was, or where a reader expects one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import IO
+
+from rich.console import Console
+from rich.table import Table
+
+from es_plugin_bridge.evaluation.results import TaskResult
+
+PER_QUERY_SUFFIX = ".per_query.jsonl"
+
+
+@contextlib.contextmanager
+def atomic_path(path: Path, suffix: str = "") -> Iterator[Path]:
+    """A temporary path next to ``path``; renamed onto ``path`` only when the block succeeds."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix or ".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def write_atomic(path: Path, write: Callable[[IO[str]], None]) -> Path:
+    """Write a text file through ``write(handle)`` atomically."""
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as handle:
+        write(handle)
+    return Path(path)
+
+
+def per_query_path(json_path: Path) -> Path:
+    """``OUT.json`` → ``OUT.per_query.jsonl`` (next to the JSON)."""
+    json_path = Path(json_path)
+    stem = json_path.name[:-5] if json_path.name.endswith(".json") else json_path.name
+    return json_path.with_name(stem + PER_QUERY_SUFFIX)
+
+
+def write_json(result: TaskResult, path: Path) -> Path:
+    """The contract JSON: ``{"task", "n_queries", "rankers": {name: {metric: percent}}}``."""
+    return write_atomic(path, lambda f: f.write(json.dumps(result.as_json(), indent=2) + "\n"))
+
+
+def write_per_query(result: TaskResult, path: Path) -> Path:
+    """One JSON object per (query, ranker): query id, ranker, metrics, rank of the first relevant item."""
+    def write(handle: IO[str]) -> None:
+        for ranker in result.rankers.values():
+            for record in ranker.per_query:
+                handle.write(json.dumps({"task": result.task, **record}) + "\n")
+
+    return write_atomic(path, write)
+
+
+def table(result: TaskResult, title: str = "") -> Table:
+    """A rich table: one row per ranker, one column per metric (percent), best value in bold."""
+    table = Table(title=title or f"{result.task} ({result.n_queries} queries)")
+    table.add_column("ranker", style="cyan")
+    for metric in result.metric_names:
+        table.add_column(metric, justify="right")
+    table.add_column("seconds", justify="right", style="dim")
+    data = result.as_json()["rankers"]
+    best = {m: max(v[m] for v in data.values()) for m in result.metric_names if m != "threshold"}
+    for name, values in data.items():
+        cells = [f"[bold]{values[m]:.2f}[/bold]" if best.get(m) == values[m] and len(data) > 1
+                 else f"{values[m]:.2f}" for m in result.metric_names]
+        table.add_row(name, *cells, f"{result.rankers[name].seconds:.1f}")
+    return table
+
+
+def print_result(result: TaskResult, console: Console | None = None, title: str = "") -> None:
+    """The table, then the notes (what was dropped or skipped)."""
+    console = console or Console()
+    console.print(table(result, title))
+    for note in result.notes:
+        console.print(f"[dim]note: {note}[/dim]", soft_wrap=True, highlight=False)
+
+
+def markdown_table(result: TaskResult) -> str:
+    """The same figures as a Markdown table (for the README and the demo summary)."""
+    data = result.as_json()["rankers"]
+    lines = ["| ranker | " + " | ".join(result.metric_names) + " |",
+             "| --- | " + " | ".join("---:" for _ in result.metric_names) + " |"]
+    lines += [f"| {name} | " + " | ".join(f"{v[m]:.2f}" for m in result.metric_names) + " |"
+              for name, v in data.items()]
+    return "\n".join(lines)
+
+
+def write_plot(result: TaskResult, path: Path, title: str = "") -> Path:
+    """A grouped bar chart (PNG): one group per metric, one bar per ranker (``threshold`` left out)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    metrics = [m for m in result.metric_names if m != "threshold"]
+    data = result.as_json()["rankers"]
+    names = list(data)
+    x = np.arange(len(metrics))
+    width = 0.8 / max(len(names), 1)
+    fig, ax = plt.subplots(figsize=(min(12.0, max(6.0, 1.5 + 0.4 * len(metrics) * len(names))), 4.5))
+    try:
+        for i, name in enumerate(names):
+            offset = (i - (len(names) - 1) / 2) * width
+            bars = ax.bar(x + offset, [data[name][m] for m in metrics], width, label=name)
+            ax.bar_label(bars, fmt="%.1f", fontsize=6, padding=1)
+        top = max((v[m] for v in data.values() for m in metrics), default=0.0)
+        ax.set_xticks(x, metrics)
+        ax.set_ylabel("percent")
+        ax.set_ylim(0, min(100.0, top * 1.25 + 1.0))
+        ax.set_title(title or f"{result.task}: {result.n_queries} queries")
+        ax.legend(fontsize="small", ncols=min(len(names), 4))
+        ax.grid(axis="y", alpha=0.3)
+        fig.tight_layout()
+        with atomic_path(path, suffix=".png") as tmp:
+            fig.savefig(tmp, format="png", dpi=120)
+    finally:
+        plt.close(fig)
+    return Path(path)

@@ -1,0 +1,100 @@
+"""Registry of rankers by name (``given``, every first-stage similarity, later ``model`` and ``fused``).
+
+A ranker module registers itself with ``@register("name", ...)``; every module of this package is
+imported on first lookup, so adding a ranker means adding a module here (or calling ``register``
+from anywhere before the lookup) — the evaluator never changes.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from es_plugin_bridge.errors import UserError
+from es_plugin_bridge.rankers.base import TASKS, Ranker, RankerContext, TokenCache, unique_questions
+
+__all__ = ["RankerInfo", "Ranker", "RankerContext", "TokenCache", "TASKS", "available", "build",
+           "check", "info", "register", "unique_questions"]
+
+Factory = Callable[[RankerContext], Ranker]
+
+
+@dataclass(frozen=True)
+class RankerInfo:
+    """How to build a ranker and what it needs."""
+
+    name: str
+    factory: Factory
+    tasks: frozenset[str]
+    needs_model: bool = False
+    description: str = ""
+
+
+_REGISTRY: dict[str, RankerInfo] = {}
+_LOADED = False
+
+
+def register(name: str, *, tasks: Sequence[str] = TASKS, needs_model: bool = False,
+             description: str = "") -> Callable[[Factory], Factory]:
+    """Decorator registering a factory (usually a Ranker subclass) under ``name``."""
+
+    def decorate(factory: Factory) -> Factory:
+        if name in _REGISTRY and _REGISTRY[name].factory is not factory:
+            raise ValueError(f"ranker {name!r} is registered twice")
+        unknown = set(tasks) - set(TASKS)
+        if unknown:
+            raise ValueError(f"ranker {name!r}: unknown tasks {sorted(unknown)}")
+        _REGISTRY[name] = RankerInfo(name, factory, frozenset(tasks), needs_model, description)
+        return factory
+
+    return decorate
+
+
+def _load() -> None:
+    global _LOADED
+    if _LOADED:
+        return
+    _LOADED = True
+    for module in pkgutil.iter_modules(__path__):
+        if module.name != "base":
+            importlib.import_module(f"{__name__}.{module.name}")
+
+
+def available() -> list[str]:
+    """Registered ranker names, in registration order."""
+    _load()
+    return list(_REGISTRY)
+
+
+def info(name: str) -> RankerInfo:
+    """The registry entry of ``name``; UserError listing the known names if there is none."""
+    _load()
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise UserError(f"unknown ranker {name!r} (known: {', '.join(_REGISTRY)})") from None
+
+
+def check(names: Sequence[str], task: str, *, has_model: bool) -> None:
+    """Fail early, before any work, when a ranker is unknown, unfit for ``task`` or lacks --model."""
+    if not names:
+        raise UserError("no ranker given (--rankers NAME[,NAME...])")
+    if len(set(names)) != len(names):
+        raise UserError(f"a ranker is listed twice in --rankers {','.join(names)}")
+    for name in names:
+        entry = info(name)
+        if task not in entry.tasks:
+            raise UserError(f"ranker {name!r} does not support --task {task} "
+                            f"(it supports: {', '.join(sorted(entry.tasks))})")
+        if entry.needs_model and not has_model:
+            raise UserError(f"ranker {name!r} needs --model DIR")
+
+
+def build(name: str, context: RankerContext) -> Ranker:
+    """Build the ranker ``name`` for this run's context."""
+    entry = info(name)
+    if entry.needs_model and context.model_dir is None:
+        raise UserError(f"ranker {name!r} needs --model DIR")
+    return entry.factory(context)

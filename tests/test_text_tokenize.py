@@ -1,0 +1,49 @@
+"""The tokenizer does exactly what its docstring says."""
+
+from __future__ import annotations
+
+import pytest
+
+from es_plugin_bridge.text import Preprocessor, TextOptions, tokenize
+from es_plugin_bridge.text.tokenize import CODE_MARK, DATE_MARK, URL_MARK
+
+
+@pytest.mark.parametrize(
+    ("text", "tokens"),
+    [
+        ("How do I install 12.04?", ["How", "do", "I", "install", "12.04"]),
+        ("don't can't ubuntu's", ["don't", "can't", "ubuntu's"]),
+        ("wi-fi wifi apt-get", ["wi-fi", "wifi", "apt-get"]),
+        ("x86_64 __init__ a__b", ["x86_64", "init", "a", "b"]),
+        ("1,000 users, 2 groups", ["1,000", "users", "2", "groups"]),
+        ("e.g. askubuntu.com. End...", ["e.g", "askubuntu.com", "End"]),
+        ("Hello, world! (really?) -- 'quoted' #tag @me", ["Hello", "world", "really", "quoted", "tag", "me"]),
+        ("'leading trailing- -both-", ["leading", "trailing", "both"]),
+        ("naïve café", ["naïve", "café"]),
+        ("", []),
+    ],
+)
+def test_documented_cases(text: str, tokens: list[str]) -> None:
+    assert tokenize(text) == tokens
+
+
+def test_combining_marks_do_not_split_words() -> None:
+    # "cafe" + U+0301 (decomposed acute) and an Arabic word with harakat are one token each.
+    assert tokenize("cafe\u0301 \u0645\u064e\u062f\u0652\u0631\u064e\u0633\u064e\u0629") == [
+        "cafe\u0301", "\u0645\u064e\u062f\u0652\u0631\u064e\u0633\u064e\u0629"]
+
+
+def test_placeholders_become_marker_tokens_and_split_words() -> None:
+    text = f"see{URL_MARK}now {CODE_MARK} ls -la {DATE_MARK}"
+    assert tokenize(text) == ["see", "__url__", "now", "__code__", "ls", "la", "__date__"]
+
+
+def test_user_text_cannot_forge_a_marker() -> None:
+    # Private-use placeholders typed by a user are removed before tokenising; "__url__" is a word "url".
+    p = Preprocessor(TextOptions())
+    assert p.text_tokens(f"a{URL_MARK}b __url__") == ["ab", "url"]
+
+
+def test_typographic_apostrophes_are_unified() -> None:
+    p = Preprocessor(TextOptions())
+    assert p.text_tokens("Don\u2019t won\u2018t") == ["don't", "won't"]
