@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -87,7 +87,8 @@ class EmbeddedIndex:
         tf = postings.tf
         self._indptr = tf.indptr
         self._indices = tf.indices
-        self._scores = similarity.score(postings.stats()) if tf.nnz else np.zeros(0, np.float32)
+        self._stats = postings.stats()
+        self._scores = similarity.score(self._stats) if tf.nnz else np.zeros(0, np.float32)
 
     @classmethod
     def build(
@@ -112,6 +113,18 @@ class EmbeddedIndex:
     def __len__(self) -> int:
         return len(self.ids)
 
+    def _term_stats(self, row: int) -> PostingStats:
+        """The statistics of one term's postings, to rescore them with a boost."""
+        stats, start, end = self._stats, self._indptr[row], self._indptr[row + 1]
+        return replace(
+            stats,
+            freq=stats.freq[start:end],
+            norm=stats.norm[start:end],
+            term=np.zeros(end - start, dtype=np.int64),
+            doc_freq=stats.doc_freq[row : row + 1],
+            total_term_freq=stats.total_term_freq[row : row + 1],
+        )
+
     def _accumulate(self, query_tokens: Iterable[str]) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
         """Per-document score sums (float64, as Lucene's disjunction) and the matched documents."""
         if isinstance(query_tokens, str):
@@ -124,8 +137,10 @@ class EmbeddedIndex:
                 continue
             start, end = indptr[row], indptr[row + 1]
             docs.append(self._indices[start:end])
-            scores = self._scores[start:end].astype(np.float64)
-            weights.append(scores * count if count != 1 else scores)
+            if count == 1:
+                weights.append(self._scores[start:end].astype(np.float64))
+            else:  # Lucene merges repeated clauses into one of boost `count`
+                weights.append(self.similarity.score(self._term_stats(row), boost=count).astype(np.float64))
         n = len(self.ids)
         if not docs:
             return np.zeros(n), np.zeros(0, dtype=np.int64)

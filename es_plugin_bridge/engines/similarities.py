@@ -92,8 +92,12 @@ class Similarity(ABC):
         return value
 
     @abstractmethod
-    def score(self, stats: PostingStats) -> NDArray[np.float32]:
-        """The float32 score of every posting for a query clause of boost 1."""
+    def score(self, stats: PostingStats, boost: float = 1.0) -> NDArray[np.float32]:
+        """The float32 score of every posting for a query clause of this boost.
+
+        Lucene rewrites a token repeated c times in a query into one clause of boost c, and the
+        boost enters the formula before rounding, so it is applied here rather than afterwards.
+        """
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
@@ -110,13 +114,13 @@ class BM25(Similarity):
         self._number("k1", lambda v: v >= 0, "a finite number >= 0")
         self._number("b", lambda v: 0 <= v <= 1, "in [0, 1]")
 
-    def score(self, stats: PostingStats) -> NDArray[np.float32]:
+    def score(self, stats: PostingStats, boost: float = 1.0) -> NDArray[np.float32]:
         k1, b = F32(self.params["k1"]), F32(self.params["b"])
         df = stats.doc_freq.astype(np.float64)
         idf = np.log(1.0 + (stats.doc_count - df + 0.5) / (df + 0.5)).astype(F32)
         avgdl = F32(stats.sum_total_term_freq / stats.doc_count)
         cache = F32(1) / (k1 * ((F32(1) - b) + b * LENGTH_TABLE / avgdl))  # one entry per norm byte
-        weight = idf[stats.term]
+        weight = (F32(boost) * idf)[stats.term]
         return weight - weight / (F32(1) + stats.freq * cache[stats.norm])
 
 
@@ -129,13 +133,13 @@ class TFIDF(Similarity):
     name = "tfidf"
     defaults: ClassVar[dict[str, Any]] = {}
 
-    def score(self, stats: PostingStats) -> NDArray[np.float32]:
+    def score(self, stats: PostingStats, boost: float = 1.0) -> NDArray[np.float32]:
         idf = (np.log((stats.doc_count + 1.0) / (stats.doc_freq + 1.0)) + 1.0).astype(F32)
         norm_table = (1.0 / np.sqrt(LENGTH_TABLE.astype(np.float64), where=LENGTH_TABLE > 0,
                                     out=np.ones(256))).astype(F32)
         norm_table[0] = F32(1) / norm_table[255]
         tf = np.sqrt(stats.freq.astype(np.float64)).astype(F32)
-        return (tf * idf[stats.term]) * norm_table[stats.norm]
+        return (tf * (F32(boost) * idf)[stats.term]) * norm_table[stats.norm]
 
 
 def _collection_probability(stats: PostingStats) -> NDArray[np.float64]:
@@ -152,10 +156,10 @@ class LMDirichlet(Similarity):
     def _validate(self) -> None:
         self._number("mu", lambda v: v > 0, "a finite number > 0")
 
-    def score(self, stats: PostingStats) -> NDArray[np.float32]:
+    def score(self, stats: PostingStats, boost: float = 1.0) -> NDArray[np.float32]:
         mu = float(F32(self.params["mu"]))
         p = _collection_probability(stats)
-        raw = np.log(1.0 + stats.freq64() / (mu * p)) + np.log(mu / (stats.posting_length() + mu))
+        raw = boost * (np.log(1.0 + stats.freq64() / (mu * p)) + np.log(mu / (stats.posting_length() + mu)))
         return np.maximum(raw, 0.0).astype(F32)
 
 
@@ -171,11 +175,11 @@ class LMJelinekMercer(Similarity):
     def _validate(self) -> None:
         self._number("lambda", lambda v: 0 < v <= 1, "in (0, 1]")
 
-    def score(self, stats: PostingStats) -> NDArray[np.float32]:
+    def score(self, stats: PostingStats, boost: float = 1.0) -> NDArray[np.float32]:
         lam = F32(self.params["lambda"])
         one_minus = float(F32(1) - lam)
         p = _collection_probability(stats)
-        raw = np.log(1.0 + (one_minus * stats.freq64() / stats.posting_length()) / (float(lam) * p))
+        raw = boost * np.log(1.0 + (one_minus * stats.freq64() / stats.posting_length()) / (float(lam) * p))
         return raw.astype(F32)
 
 
@@ -251,7 +255,7 @@ class DFR(_Normalized):
         self._choice("after_effect", ("b", "l"))
         self._validate_normalization()
 
-    def score(self, stats: PostingStats) -> NDArray[np.float32]:
+    def score(self, stats: PostingStats, boost: float = 1.0) -> NDArray[np.float32]:
         tfn = self._tfn(stats)
         n_docs = float(stats.doc_count)
         ttf = stats.total_term_freq[stats.term].astype(np.float64)
@@ -262,7 +266,7 @@ class DFR(_Normalized):
             big_f = ttf + 1.0
             lam = big_f / (n_docs + big_f)
             a, b = _log2(lam + 1.0), _log2((1.0 + lam) / lam)
-            raw = (b - (b - a) / (1.0 + tfn)) * after
+            raw = boost * ((b - (b - a) / (1.0 + tfn)) * after)
         else:
             if model == "in":
                 a = _log2((n_docs + 1.0) / (df + 0.5))
@@ -271,7 +275,7 @@ class DFR(_Normalized):
             else:  # ine
                 ne = n_docs * (1.0 - np.power((n_docs - 1.0) / n_docs, ttf))
                 a = _log2((n_docs + 1.0) / (ne + 0.5))
-            raw = a * after * (1.0 - 1.0 / (1.0 + tfn))
+            raw = boost * (a * after * (1.0 - 1.0 / (1.0 + tfn)))
         return raw.astype(F32)
 
 
@@ -299,17 +303,17 @@ class IB(_Normalized):
             lam = np.where(lam == F32(1), np.nextafter(F32(1), F32(2)), lam)
         return lam.astype(np.float64)[stats.term]
 
-    def score(self, stats: PostingStats) -> NDArray[np.float32]:
+    def score(self, stats: PostingStats, boost: float = 1.0) -> NDArray[np.float32]:
         tfn = self._tfn(stats)
         lam = self._lambda(stats)
         if self.params["distribution"] == "ll":
-            return (-np.log(lam / (tfn + lam))).astype(F32)
+            return (boost * -np.log(lam / (tfn + lam))).astype(F32)
         exponent = 1.0 - 1.0 / (tfn + 1.0)
         exponent = np.where(exponent == 1.0, np.nextafter(1.0, 0.0), exponent)
         power = np.power(lam, exponent)
         nudged = np.where(lam < 1.0, np.nextafter(lam, np.inf), np.nextafter(lam, -np.inf))
         power = np.where(power == lam, nudged, power)
-        return (-np.log((power - lam) / (1.0 - lam))).astype(F32)
+        return (boost * -np.log((power - lam) / (1.0 - lam))).astype(F32)
 
 
 SIMILARITY_CLASSES: dict[str, type[Similarity]] = {

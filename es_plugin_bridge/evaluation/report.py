@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import IO
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from es_plugin_bridge.evaluation.results import TaskResult
@@ -69,7 +70,7 @@ def write_per_query(result: TaskResult, path: Path) -> Path:
 
 def table(result: TaskResult, title: str = "") -> Table:
     """A rich table: one row per ranker, one column per metric (percent), best value in bold."""
-    table = Table(title=title or f"{result.task} ({result.n_queries} queries)")
+    table = Table(title=escape(title) if title else f"{result.task} ({result.n_queries} queries)")
     table.add_column("ranker", style="cyan")
     for metric in result.metric_names:
         table.add_column(metric, justify="right")
@@ -79,7 +80,7 @@ def table(result: TaskResult, title: str = "") -> Table:
     for name, values in data.items():
         cells = [f"[bold]{values[m]:.2f}[/bold]" if best.get(m) == values[m] and len(data) > 1
                  else f"{values[m]:.2f}" for m in result.metric_names]
-        table.add_row(name, *cells, f"{result.rankers[name].seconds:.1f}")
+        table.add_row(escape(name), *cells, f"{result.rankers[name].seconds:.1f}")
     return table
 
 
@@ -88,7 +89,7 @@ def print_result(result: TaskResult, console: Console | None = None, title: str 
     console = console or Console()
     console.print(table(result, title))
     for note in result.notes:
-        console.print(f"[dim]note: {note}[/dim]", soft_wrap=True, highlight=False)
+        console.print(f"[dim]note: {escape(note)}[/dim]", soft_wrap=True, highlight=False)
 
 
 def markdown_table(result: TaskResult) -> str:
