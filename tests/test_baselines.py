@@ -9,6 +9,7 @@ import pytest
 
 from es_plugin_bridge.baselines import (
     JaccardScorer,
+    PairFeaturizer,
     PairScorer,
     SvmScorer,
     accuracy,
@@ -21,7 +22,7 @@ from es_plugin_bridge.baselines import (
 )
 from es_plugin_bridge.baselines.measure import split
 from es_plugin_bridge.data.spec import read_spec
-from es_plugin_bridge.errors import UserError
+from es_plugin_bridge.errors import DataFormatError, UserError
 from es_plugin_bridge.text import Preprocessor, TextOptions
 
 TITLES = resources.files("es_plugin_bridge") / "samples/askubuntu-pairs/train_titles.tsv"
@@ -36,7 +37,7 @@ def askubuntu() -> tuple[list, np.ndarray]:
 
 
 def test_shingles_and_jaccard_follow_the_definition():
-    a, b = "how do i install ubuntu".split(), "how do i remove ubuntu".split()
+    a, b = ["how", "do", "i", "install", "ubuntu"], ["how", "do", "i", "remove", "ubuntu"]
     assert shingles(a, 2) == {("how", "do"), ("do", "i"), ("i", "install"), ("install", "ubuntu")}
     assert shingles(a[:2], 3) == set()
     assert jaccard(a, b, 1) == pytest.approx(4 / 6)
@@ -46,6 +47,17 @@ def test_shingles_and_jaccard_follow_the_definition():
     assert jaccard(a, a, 4) == 1.0 and jaccard([], [], 1) == 0.0
     assert jaccard_features(a, b).tolist() == pytest.approx([4 / 6, 2 / 6, 1 / 5, 0.0])
     assert ngrams(["a", "b", "c"], 2) == ["a", "b", "c", "a\x1fb", "b\x1fc"]
+
+
+def test_pair_features_are_the_papers_three_per_ngram_plus_jaccard():
+    a, b = ["install", "ubuntu"], ["install", "windows"]
+    feats = PairFeaturizer(max_n=2, min_df=2).fit([(a, b), (a, ["remove", "ubuntu"])])
+    # Only n-grams of >= 2 training questions ("windows", "remove ubuntu"... are dropped).
+    assert feats.columns() == ["install", "install\x1fubuntu", "ubuntu"]
+    row = feats.transform([(a, b)]).toarray()[0]
+    # present in q1 | present in q2 | (count in q1 + q2) / n-grams of both (3 + 3) | Jaccard 1..4
+    expected = [1, 1, 1] + [1, 0, 0] + [2 / 6, 1 / 6, 1 / 6] + [1 / 3, 0, 0, 0]
+    assert row.tolist() == pytest.approx(expected)
 
 
 def test_best_threshold_matches_brute_force():
@@ -69,23 +81,38 @@ def test_unigram_jaccard_threshold_on_real_title_pairs(askubuntu):
         accs[n] = float(np.mean(scorer.predict([pairs[i] for i in test]) == y[test]))
     assert accs[1] > 0.70  # the paper: 72.65%; the issue: about 76%
     assert accs[1] > accs[2] > accs[4]  # the paper's finding: accuracy falls with shingle size
-    ranked = JaccardScorer().rank_scores(["install", "ubuntu"], [["remove", "windows"], ["install", "ubuntu"]])
+    candidates = [["remove", "windows"], ["install", "ubuntu"]]
+    ranked = JaccardScorer().rank_scores(["install", "ubuntu"], candidates)
     assert ranked.tolist() == [0.0, 1.0]
 
 
-def test_svm_learns_beyond_unigram_jaccard(askubuntu):
+def test_svm_learns_beyond_unigram_jaccard(askubuntu, tmp_path):
     pairs, y = askubuntu
-    test, dev, train = split(len(pairs), 2000, 2000, seed=2)
-    svm = SvmScorer(max_train=2500, seed=2)
+    test, dev, train = split(len(pairs), 1500, 2000, seed=2)
+    svm = SvmScorer(max_train=2000, seed=2)
     svm.fit([pairs[i] for i in train], y[train])
-    assert svm.n_train == 2500 and svm.featurizer.n_ngrams > 500
-    threshold, _ = best_threshold(svm.score([pairs[i] for i in dev]), y[dev])
-    svm_acc = accuracy(svm.score([pairs[i] for i in test]), y[test], threshold)
+    assert svm.n_train == 2000 and svm.featurizer.n_ngrams > 500
+    test_pairs = [pairs[i] for i in test]
+    scores = svm.score(test_pairs)
+    np.testing.assert_allclose(
+        scores, svm.svm.decision_function(svm.featurizer.transform(test_pairs)), atol=1e-9
+    )
+    svm_acc = accuracy(scores, y[test], 0.0)  # its own boundary
     jac = JaccardScorer(1)
     jac.fit([pairs[i] for i in dev], y[dev])
     jac_acc = accuracy(jac.score([pairs[i] for i in test]), y[test], jac.threshold)
     assert svm_acc > 0.75 and svm_acc > jac_acc
     assert svm.score([]).shape == (0,)
+    # Saved as JSON + safetensors, reloaded without scikit-learn's pickles: the same scores.
+    svm.save(tmp_path / "svm")
+    again = SvmScorer.load(tmp_path / "svm")
+    assert again.featurizer.columns() == svm.featurizer.columns()
+    np.testing.assert_array_equal(again.score(test_pairs[:300]), svm.score(test_pairs[:300]))
+    (tmp_path / "svm" / "svm.json").write_text('{"format": "other"}')
+    with pytest.raises(DataFormatError, match="svm.json"):
+        SvmScorer.load(tmp_path / "svm")
+    with pytest.raises(UserError, match="not found"):
+        SvmScorer.load(tmp_path / "nothing")
 
 
 def test_interface_and_bad_input():

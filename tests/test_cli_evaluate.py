@@ -117,6 +117,11 @@ def _bad_tsv(tmp_path: Path) -> Path:
         (["--task", "rerank", "--data", f"pairs:{VAL}", "--rankers", "bm25"], "no ranking queries"),
         (["--task", "rerank", "--data", f"semeval:{SEMEVAL_DEV}", "--queries", f"pairs:{VAL}"],
          "--queries does not apply to --task rerank"),
+        (["--task", "rerank", "--data", f"semeval:{SEMEVAL_DEV}", "--rankers", "bm25",
+          "--param", "bm25.k1=-1"],
+         "'k1' must be"),
+        (["--task", "rerank", "--data", f"semeval:{SEMEVAL_DEV}", "--rankers", "bm25", "--param", "dfr.c=2"],
+         "ranker 'dfr' is not in --rankers"),
     ],
 )
 def test_bad_input_gives_one_error_line_and_no_output(tmp_path, capsys, argv, message):
@@ -142,6 +147,16 @@ def test_atomic_write_keeps_the_previous_file_on_error(tmp_path):
         write_atomic(target, fail_midway)
     assert target.read_text() == "previous"
     assert list(tmp_path.iterdir()) == [target]
+
+
+def test_similarity_parameters_change_the_ranking(tmp_path, capsys):
+    base = ["evaluate", "--task", "rerank", "--data", f"semeval:{SEMEVAL_DEV}", "--rankers", "bm25",
+            "--no-progress", "--json"]
+    assert run([*base, str(tmp_path / "default.json")], capsys)[0] == 0
+    assert run([*base, str(tmp_path / "b0.json"), "--param", "bm25.b=0"], capsys)[0] == 0
+    default = json.loads((tmp_path / "default.json").read_text())["rankers"]["bm25"]
+    no_length_norm = json.loads((tmp_path / "b0.json").read_text())["rankers"]["bm25"]
+    assert default != no_length_norm  # b = 0 ignores document length: another ranking
 
 
 def test_help_lists_the_tasks(capsys):

@@ -31,6 +31,15 @@ SMALL = {
 }
 
 
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny models run faster on one thread, and other processes share the 2 cores."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def tokens(text: str) -> list[str]:
     return TOKEN.findall(text.lower())
 
@@ -64,7 +73,9 @@ class Vocab:
     def __len__(self) -> int:
         return len(self.ids)
 
-    def encode(self, texts: list[str], length: int | None = None, cap: int = 40) -> tuple[torch.Tensor, torch.Tensor]:
+    def encode(
+        self, texts: list[str], length: int | None = None, cap: int = 40
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Left-aligned [B, length] ids and bool mask (length: longest text, at least 1)."""
         seqs = [[self.ids.get(w, 0) for w in tokens(t)][:cap] for t in texts]
         width = length or max(1, max(len(s) for s in seqs))
@@ -82,7 +93,12 @@ class Vocab:
         if pad:
             title_ids, title_mask = self.encode(titles, title_ids.shape[1] + pad)
             body_ids, body_mask = self.encode(bodies, body_ids.shape[1] + pad)
-        return {"title_ids": title_ids, "title_mask": title_mask, "body_ids": body_ids, "body_mask": body_mask}
+        return {
+            "title_ids": title_ids,
+            "title_mask": title_mask,
+            "body_ids": body_ids,
+            "body_mask": body_mask,
+        }
 
 
 def small_model(model_type: str, vocab_size: int, **extra):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+from test_models_data import one_thread  # noqa: F401
 
 from es_plugin_bridge.models import build_model
 
@@ -37,7 +38,9 @@ def paper_states(x: np.ndarray, w_lam, u_lam, b_lam, w1, w2, b) -> list[np.ndarr
 
 def test_rcnn_matches_the_papers_equations():
     torch.manual_seed(3)
-    model = build_model("rcnn", 12, embedding_dim=5, hidden_dim=4, order=2, pooling="last", dropout=0.0).eval()
+    model = build_model(
+        "rcnn", 12, embedding_dim=5, hidden_dim=4, order=2, pooling="last", dropout=0.0
+    ).eval()
     enc = model.encoder
     with torch.no_grad():
         enc.bias.uniform_(-0.5, 0.5)  # b starts at zero; make it matter

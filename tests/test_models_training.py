@@ -8,22 +8,13 @@ import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
-from test_models_data import SMALL, Vocab, read_pairs, small_model
+from test_models_data import SMALL, Vocab, one_thread, read_pairs, small_model  # noqa: F401
 
 from es_plugin_bridge.models import MODEL_TYPES, TitleDecoder, build_model
 from es_plugin_bridge.training.losses import PAPER_LOSS, logistic_ranking_loss, max_margin_loss, mse_loss
 
 NEGATIVES = 4
-STEPS = int(__import__('os').environ.get('STEPS', 15))
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models run faster on one thread, and other processes share the 2 cores."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+STEPS = 30
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +83,6 @@ def test_loss_falls_with_a_few_steps(model_type, data):
     model.eval()
     with torch.no_grad():
         after = paper_loss(model, data).item()
-    print("LOSS", model_type, before, after)
     assert after < 0.7 * before, (model_type, before, after)
 
 

@@ -42,8 +42,21 @@ def split(n: int, test: int, dev: int, seed: int) -> tuple[np.ndarray, np.ndarra
     "--svm-max-train", type=click.IntRange(min=2), default=None, help="Subsample SVM training pairs."
 )
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None)
+@click.option(
+    "--save-svm",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Write the fitted SVM here (svm.json + svm.safetensors) for the evaluator's svm ranker.",
+)
 def main(
-    data: str, test_size: int, dev_size: int, seed: int, run_svm: bool, svm_max_train: int | None, json_out
+    data: str,
+    test_size: int,
+    dev_size: int,
+    seed: int,
+    run_svm: bool,
+    svm_max_train: int | None,
+    json_out: str | None,
+    save_svm: str | None,
 ) -> None:
     """Jaccard (shingle sizes 1-4) and SVM pair accuracy with a dev-tuned threshold."""
     from es_plugin_bridge.data.spec import read_spec
@@ -74,6 +87,8 @@ def main(
         started = time.perf_counter()
         svm.fit(pick(train), y[train])
         fit_seconds = time.perf_counter() - started
+        if save_svm:
+            svm.save(save_svm)
         threshold, dev_acc = best_threshold(svm.score(pick(dev)), y[dev])
         test_scores = svm.score(pick(test))
         acc = accuracy(test_scores, y[test], threshold)

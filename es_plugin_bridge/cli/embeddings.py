@@ -14,13 +14,18 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
+import gensim
 from tqdm import tqdm
 
 from es_plugin_bridge.data.types import Dataset, Question
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.training.embeddings import Word2VecOptions, save_embeddings, train_word2vec
+
+if TYPE_CHECKING:
+    from es_plugin_bridge.text import TextOptions
 
 
 def _questions(ds: Dataset) -> Iterator[Question]:
@@ -47,7 +52,7 @@ def _questions(ds: Dataset) -> Iterator[Question]:
 
 
 def collect_sentences(
-    specs: list[str], options, skip_bad: bool = False
+    specs: list[str], options: TextOptions, skip_bad: bool = False
 ) -> tuple[list[list[str]], list[dict]]:
     """Token lists (a title, a body, a comment each) of every corpus, and per-corpus counts."""
     from es_plugin_bridge.data.spec import read_spec
@@ -189,6 +194,7 @@ def embeddings_command(
             "sentences": len(sentences),
             "tokens": n_tokens,
             "seconds": round(seconds, 2),
+            "gensim": gensim.__version__,
         },
     )
     click.echo(

@@ -103,8 +103,12 @@ def evaluate(task: str, data_spec: str | None, queries_spec: str | None, corpus_
     from es_plugin_bridge import rankers as registry
 
     registry.check(names, task, has_model=model_dir is not None)
+    parsed = parse_params(params)
+    for ranker in parsed:
+        if ranker not in names:
+            raise UserError(f"--param {ranker}.*: ranker {ranker!r} is not in --rankers {','.join(names)}")
     result = run_task(task, names, data_spec=data_spec, queries_spec=queries_spec, corpus_specs=corpus_specs,
-                      dev_spec=dev_spec, model_dir=model_dir, params=parse_params(params),
+                      dev_spec=dev_spec, model_dir=model_dir, params=parsed,
                       drop_no_relevant=drop_no_relevant, max_queries=max_queries, body_words=body_words,
                       title_only=title_only, skip_bad=skip_bad, show_progress=not no_progress)
     console = Console()

@@ -29,6 +29,9 @@ def _register() -> None:
     # One line per subcommand; each lives in its own module (es_plugin_bridge/cli/*.py).
     _add("es_plugin_bridge.cli.evaluate", "evaluate")
     _add("es_plugin_bridge.cli.demo", "demo")
+    _add("es_plugin_bridge.cli.train", "train")
+    _add("es_plugin_bridge.cli.split", "split")
+    _add("es_plugin_bridge.cli.embeddings", "embeddings_command")
 
 
 _register()

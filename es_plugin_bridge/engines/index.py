@@ -98,7 +98,10 @@ class EmbeddedIndex:
         ids: Sequence[str] | None = None,
         **params: Any,
     ) -> EmbeddedIndex:
-        """Index ``docs`` (token lists); ``ids`` default to "0", "1", ...; ``params`` as Elasticsearch names them."""
+        """Index ``docs`` (token lists) for one similarity.
+
+        ``ids`` default to "0", "1", ...; ``params`` use Elasticsearch's names (``k1``, ``b``, ``mu``...).
+        """
         sim = make_similarity(similarity, **params)  # validate before the costly part
         if ids is None:
             ids = [str(i) for i in range(len(docs))]

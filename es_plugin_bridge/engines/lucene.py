@@ -3,7 +3,8 @@
 Used by the parity test and the benchmark only (jpype and Debian's ``liblucene8-java`` are
 development dependencies). Documents are pre-tokenised: tokens are joined by spaces and split
 again by a ``WhitespaceAnalyzer``, so both engines index exactly the same terms; a query is a
-``BooleanQuery`` of one ``SHOULD`` ``TermQuery`` per token, as Elasticsearch's ``match`` builds.
+``BooleanQuery`` of one ``SHOULD`` ``TermQuery`` per token, built by Lucene's ``QueryBuilder`` as
+Elasticsearch's ``match`` query does.
 The index lives in memory (``ByteBuffersDirectory``) as one segment in insertion order, so
 Lucene's document numbers are the positions of the documents given.
 """
@@ -30,8 +31,10 @@ def lucene_jars() -> list[str]:
     jar_dir = os.environ.get(JAR_DIR_ENV, DEFAULT_JAR_DIR)
     found = []
     for name in _JARS:
-        matches = sorted(glob.glob(os.path.join(jar_dir, f"{name}-8*.jar")) or
-                         glob.glob(os.path.join(jar_dir, f"{name}.jar")))
+        matches = sorted(
+            glob.glob(os.path.join(jar_dir, f"{name}-8*.jar"))
+            or glob.glob(os.path.join(jar_dir, f"{name}.jar"))
+        )
         if not matches:
             return []
         found.append(matches[-1])
@@ -97,7 +100,9 @@ def lucene_similarity(similarity: Similarity | str, **params: Any) -> Any:
     if sim.name == "dfr":
         model = {"g": "G", "if": "IF", "in": "In", "ine": "Ine"}[p["basic_model"]]
         after = {"b": "B", "l": "L"}[p["after_effect"]]
-        return _j(pkg + "DFRSimilarity")(_j(pkg + "BasicModel" + model)(), _j(pkg + "AfterEffect" + after)(), norm)
+        return _j(pkg + "DFRSimilarity")(
+            _j(pkg + "BasicModel" + model)(), _j(pkg + "AfterEffect" + after)(), norm
+        )
     if sim.name == "ib":
         dist = {"ll": "LL", "spl": "SPL"}[p["distribution"]]
         lam = {"df": "DF", "ttf": "TTF"}[p["lambda"]]
@@ -127,7 +132,10 @@ class LuceneIndex:
         config.setRAMBufferSizeMB(512.0)
         config.setMergePolicy(_j("org.apache.lucene.index.LogDocMergePolicy")())  # keeps doc order
         writer = _j("org.apache.lucene.index.IndexWriter")(self._directory, config)
-        document_cls, text_field = _j("org.apache.lucene.document.Document"), _j("org.apache.lucene.document.TextField")
+        document_cls, text_field = (
+            _j("org.apache.lucene.document.Document"),
+            _j("org.apache.lucene.document.TextField"),
+        )
         no = _j("org.apache.lucene.document.Field$Store").NO
         for tokens in docs:
             for token in tokens:
@@ -142,20 +150,51 @@ class LuceneIndex:
             raise RuntimeError("Lucene index has more than one segment; document numbers would not match")
         self.searcher = _j("org.apache.lucene.search.IndexSearcher")(self.reader)
         self.searcher.setSimilarity(java_sim)
-        self._term = _j("org.apache.lucene.index.Term")
-        self._term_query = _j("org.apache.lucene.search.TermQuery")
-        self._builder = _j("org.apache.lucene.search.BooleanQuery$Builder")
-        self._should = _j("org.apache.lucene.search.BooleanClause$Occur").SHOULD
+        self._query_builder = _j("org.apache.lucene.util.QueryBuilder")(analyzer)
+        self._empty_query = _j("org.apache.lucene.search.BooleanQuery$Builder")().build()
+
+    def with_similarity(self, similarity: str, **params: Any) -> LuceneIndex:
+        """The same index searched with another similarity, without re-indexing.
+
+        Valid in Lucene 8 because every similarity here stores the same norm
+        (``SmallFloat.intToByte4`` of the token count).
+        """
+        view = object.__new__(LuceneIndex)
+        view.__dict__.update(self.__dict__)
+        view.similarity = make_similarity(similarity, **params)
+        view.searcher = _j("org.apache.lucene.search.IndexSearcher")(self.reader)
+        view.searcher.setSimilarity(lucene_similarity(view.similarity))
+        return view
+
+    def norms(self) -> list[int]:
+        """The norm byte Lucene stored for each document (0 for a document without tokens)."""
+        leaf = self.reader.leaves().get(0).reader()
+        values = leaf.getNormValues(FIELD)
+        norms = [0] * len(self)
+        doc = values.nextDoc()
+        while doc != values.NO_MORE_DOCS:
+            norms[doc] = int(values.longValue()) & 0xFF
+            doc = values.nextDoc()
+        return norms
+
+    def collection_stats(self) -> tuple[int, int]:
+        """Lucene's (docCount, sumTotalTermFreq) of the field."""
+        stats = self.searcher.collectionStatistics(FIELD)
+        return int(stats.docCount()), int(stats.sumTotalTermFreq())
 
     def __len__(self) -> int:
         return int(self.reader.maxDoc())
 
     def query(self, tokens: Sequence[str]) -> Any:
-        """A BooleanQuery with one SHOULD TermQuery per token (repeats included)."""
-        builder = self._builder()
+        """One SHOULD TermQuery per token (repeats included), built by Lucene's ``QueryBuilder``.
+
+        This is what Elasticsearch's ``match`` query does with an analysed string; a single
+        token gives a bare TermQuery, no token a query matching nothing.
+        """
         for token in tokens:
-            builder.add(self._term_query(self._term(FIELD, token)), self._should)
-        return builder.build()
+            _check_token(token)
+        query = self._query_builder.createBooleanQuery(FIELD, " ".join(tokens))
+        return self._empty_query if query is None else query
 
     def search_query(self, query: Any, k: int = 10) -> list[tuple[int, float]]:
         """Run a prepared query: (document number, float score), best first."""

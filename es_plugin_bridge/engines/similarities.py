@@ -63,10 +63,13 @@ class Similarity(ABC):
         unknown = sorted(set(params) - set(self.defaults))
         if unknown:
             allowed = ", ".join(sorted(self.defaults)) or "none"
-            raise UserError(f"similarity {self.name!r}: unknown parameter {unknown[0]!r} (allowed: {allowed})")
+            raise UserError(
+                f"similarity {self.name!r}: unknown parameter {unknown[0]!r} (allowed: {allowed})"
+            )
         self.params: dict[str, Any] = {**self.defaults, **params}
         self._validate()
 
+    @abstractmethod
     def _validate(self) -> None:
         """Check parameters, raising UserError naming the bad one."""
 
@@ -75,7 +78,9 @@ class Similarity(ABC):
         try:
             number = float(value)
         except (TypeError, ValueError):
-            raise UserError(f"similarity {self.name!r}: parameter {key!r} must be a number, got {value!r}")
+            raise UserError(
+                f"similarity {self.name!r}: parameter {key!r} must be a number, got {value!r}"
+            ) from None
         if not math.isfinite(number) or not ok(number):
             raise UserError(f"similarity {self.name!r}: parameter {key!r} must be {rule}, got {value!r}")
         self.params[key] = number
@@ -133,10 +138,14 @@ class TFIDF(Similarity):
     name = "tfidf"
     defaults: ClassVar[dict[str, Any]] = {}
 
+    def _validate(self) -> None:
+        """ClassicSimilarity has no parameter."""
+
     def score(self, stats: PostingStats, boost: float = 1.0) -> NDArray[np.float32]:
         idf = (np.log((stats.doc_count + 1.0) / (stats.doc_freq + 1.0)) + 1.0).astype(F32)
-        norm_table = (1.0 / np.sqrt(LENGTH_TABLE.astype(np.float64), where=LENGTH_TABLE > 0,
-                                    out=np.ones(256))).astype(F32)
+        norm_table = (
+            1.0 / np.sqrt(LENGTH_TABLE.astype(np.float64), where=LENGTH_TABLE > 0, out=np.ones(256))
+        ).astype(F32)
         norm_table[0] = F32(1) / norm_table[255]
         tf = np.sqrt(stats.freq.astype(np.float64)).astype(F32)
         return (tf * (F32(boost) * idf)[stats.term]) * norm_table[stats.norm]
@@ -189,8 +198,13 @@ def _log2(x: NDArray[np.float64]) -> NDArray[np.float64]:
 
 # Term-frequency normalisations shared by DFR and IB, keyed by Elasticsearch's names; each takes
 # (stats, freq, length, avgdl, parameter) and returns tfn. "h3"'s parameter is Lucene's mu.
-NORMALIZATION_PARAMS = {"no": None, "h1": ("normalization.h1.c", 1.0), "h2": ("normalization.h2.c", 1.0),
-                        "h3": ("normalization.h3.c", 800.0), "z": ("normalization.z.z", 0.3)}
+NORMALIZATION_PARAMS = {
+    "no": None,
+    "h1": ("normalization.h1.c", 1.0),
+    "h2": ("normalization.h2.c", 1.0),
+    "h3": ("normalization.h3.c", 800.0),
+    "z": ("normalization.z.z", 0.3),
+}
 
 
 def _tfn(kind: str, value: float | None, stats: PostingStats) -> NDArray[np.float64]:
@@ -219,7 +233,8 @@ class _Normalized(Similarity):
         for other, spec in NORMALIZATION_PARAMS.items():
             if spec and other != kind and self.params.get(spec[0]) != spec[1]:
                 raise UserError(
-                    f"similarity {self.name!r}: parameter {spec[0]!r} does not apply to normalization {kind!r}"
+                    f"similarity {self.name!r}: parameter {spec[0]!r} "
+                    f"does not apply to normalization {kind!r}"
                 )
         spec = NORMALIZATION_PARAMS[kind]
         if spec is None:
@@ -247,8 +262,12 @@ class DFR(_Normalized):
     """
 
     name = "dfr"
-    defaults: ClassVar[dict[str, Any]] = {"basic_model": "g", "after_effect": "l", "normalization": "h2",
-                                          **_NORM_DEFAULTS}
+    defaults: ClassVar[dict[str, Any]] = {
+        "basic_model": "g",
+        "after_effect": "l",
+        "normalization": "h2",
+        **_NORM_DEFAULTS,
+    }
 
     def _validate(self) -> None:
         self._choice("basic_model", ("g", "if", "in", "ine"))
@@ -286,8 +305,12 @@ class IB(_Normalized):
     """
 
     name = "ib"
-    defaults: ClassVar[dict[str, Any]] = {"distribution": "ll", "lambda": "df", "normalization": "h2",
-                                          **_NORM_DEFAULTS}
+    defaults: ClassVar[dict[str, Any]] = {
+        "distribution": "ll",
+        "lambda": "df",
+        "normalization": "h2",
+        **_NORM_DEFAULTS,
+    }
 
     def _validate(self) -> None:
         self._choice("distribution", ("ll", "spl"))
@@ -323,7 +346,11 @@ SIMILARITIES: tuple[str, ...] = ("bm25", "lmdirichlet", "lmjelinekmercer", "dfr"
 
 
 def make_similarity(name: str, **params: Any) -> Similarity:
-    """Build a similarity by name; Python-friendly spellings (``lambda_``, ``normalization_h2_c``) accepted."""
+    """Build a similarity by name with Elasticsearch's parameter names.
+
+    Python-friendly spellings are accepted too: ``lambda_`` for ``lambda``, ``normalization_h2_c``
+    for ``normalization.h2.c``. Unknown names and bad values raise UserError naming them.
+    """
     cls = SIMILARITY_CLASSES.get(str(name).lower())
     if cls is None:
         raise UserError(f"unknown similarity {name!r} (choose from {', '.join(SIMILARITIES)})")

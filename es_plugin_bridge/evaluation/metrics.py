@@ -2,10 +2,12 @@
 
 Two conventions are made explicit here instead of being left to the backend:
 
-* **Every query counts.** pytrec_eval only reports queries that appear in the run, and its AP for a
-  query whose judgements are all zero is 0 only by accident of its implementation. We therefore take
-  per-query values from ``ir_measures.iter_calc``, give every query the backend did not report a 0
-  for every measure, and average over *all* queries ourselves. This is the SemEval-2016 Task 3
+* **Every query counts.** pytrec_eval (ir-measures' backend) does give AP = 0 to a query whose
+  judgements are all zero, but per-query output only covers queries present in the run (a ranker
+  that returned nothing for a query leaves it out), and how the aggregate treats such gaps is a
+  backend detail. We rely on neither: we take per-query values from ``ir_measures.iter_calc``, give
+  every query the backend did not report a 0 for every measure, and average over *all* queries
+  ourselves. This is the SemEval-2016 Task 3
   convention (MAP over all original questions, AP = 0 without a relevant candidate). With
   ``drop_no_relevant=True`` such queries are removed before averaging, as Lei et al. did.
 * **Ties are broken by candidate order.** trec_eval breaks score ties by document id, which would make

@@ -59,7 +59,11 @@ def write_json(result: TaskResult, path: Path) -> Path:
 
 
 def write_per_query(result: TaskResult, path: Path) -> Path:
-    """One JSON object per (query, ranker): query id, ranker, metrics, rank of the first relevant item."""
+    """One JSON object per (query, ranker): query id, ranker, metrics, rank of the first relevant item.
+
+    Per-query metrics use the aggregate's names and units (percent): a query's ``map`` is its AP, its
+    ``mrr`` its reciprocal rank, so Kibana can average them back into the reported figures.
+    """
     def write(handle: IO[str]) -> None:
         for ranker in result.rankers.values():
             for record in ranker.per_query:

@@ -30,10 +30,10 @@ from es_plugin_bridge.rankers import Ranker, TokenCache, unique_questions
 METRICS = list(RERANK_MEASURES)
 
 
-def _judge(query: RankingQuery, ranker: Ranker) -> tuple[Judged, list[int]]:
+def _judge(query: RankingQuery, ranker: Ranker, name: str) -> tuple[Judged, list[int]]:
     scores = ranker.rerank(query)
     if len(scores) != len(query.candidates):
-        raise UserError(f"ranker {ranker.name!r} gave {len(scores)} scores for the "
+        raise UserError(f"ranker {name!r} gave {len(scores)} scores for the "
                         f"{len(query.candidates)} candidates of query {query.query.id!r}")
     order = rank_order(list(scores))
     # Positional ids: candidates are judged by position, whatever their ids look like.
@@ -70,7 +70,7 @@ def evaluate_rerank(queries: Sequence[RankingQuery], ranker_names: Sequence[str]
     def evaluate_one(name: str, ranker: Ranker) -> RankerResult:
         judged, orders = [], []
         for query in progress(kept, desc=f"rerank {name}", total=len(kept), enabled=show_progress):
-            j, order = _judge(query, ranker)
+            j, order = _judge(query, ranker, name)
             judged.append(j)
             orders.append(order)
         values = per_query(judged, RERANK_MEASURES)

@@ -50,14 +50,18 @@ class RCNNEncoder(Encoder):
         batch, steps = x.shape[0], x.shape[1]
         gate_x = self.gate_input(x)
         filtered = self.filters(x).reshape(batch, steps, self.order, self.hidden_dim)
+        # unbind once: indexing step t inside the loop would make backward write T full-size gradients
+        gate_steps = gate_x.unbind(1)
+        filter_steps = filtered.unbind(1)
         h = x.new_zeros(batch, self.hidden_dim)
         c = [x.new_zeros(batch, self.hidden_dim) for _ in range(self.order)]
         outputs = []
         for t in range(steps):
-            lam = torch.sigmoid(gate_x[:, t] + self.gate_hidden(h))
+            lam = torch.sigmoid(gate_steps[t] + self.gate_hidden(h))
+            patterns = filter_steps[t].unbind(1)
             new_c = []
             for k in range(self.order):
-                pattern = filtered[:, t, k] if k == 0 else c[k - 1] + filtered[:, t, k]
+                pattern = patterns[k] if k == 0 else c[k - 1] + patterns[k]
                 new_c.append(lam * c[k] + (1.0 - lam) * pattern)
             c = new_c
             h = torch.tanh(c[-1] + self.bias)

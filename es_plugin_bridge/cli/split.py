@@ -1,0 +1,44 @@
+"""``esrerank split``: train/dev/test pairs files from one pairs file, duplicates kept within a split."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+@click.command("split")
+@click.argument("spec", metavar="pairs:FILE")
+@click.option("--out-dir", required=True, type=click.Path(path_type=Path, file_okay=False))
+@click.option(
+    "--dev",
+    "dev_size",
+    default=2000,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="duplicate pairs in dev.tsv",
+)
+@click.option(
+    "--test",
+    "test_size",
+    default=2000,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="duplicate pairs in test.tsv",
+)
+@click.option("--seed", default=1, show_default=True, type=int)
+def split(spec: str, out_dir: Path, dev_size: int, test_size: int, seed: int) -> None:
+    """Write OUT_DIR/{train,dev,test}.tsv; whole duplicate clusters go to one split."""
+    from es_plugin_bridge.data.spec import read_spec
+    from es_plugin_bridge.data.split import split_pairs, write_pairs
+    from es_plugin_bridge.errors import UserError
+
+    ds = read_spec(spec)
+    if not ds.pairs:
+        raise UserError(f"{spec}: holds no pairs to split")
+    parts = split_pairs(ds.pairs, {"dev": dev_size, "test": test_size}, seed=seed)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name, pairs in parts.items():
+        write_pairs(pairs, out_dir / f"{name}.tsv")
+        dups = sum(1 for p in pairs if p.label > 0)
+        click.echo(f"{out_dir / (name + '.tsv')}: {len(pairs)} pairs ({dups} duplicates)")

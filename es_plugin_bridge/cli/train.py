@@ -1,0 +1,167 @@
+"""``esrerank train``: train one of the papers' models on labelled data, tune on dev, checkpoint.
+
+The output directory holds safetensors weights, the vocabulary and config (with the fitted β),
+``history.json`` and ``training.png``. It is the input of ``esrerank export-onnx`` and of the
+``model`` / ``fused`` rankers of ``esrerank evaluate``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import click
+
+from es_plugin_bridge.errors import UserError
+
+# = models.MODEL_TYPES (a test checks); not imported so that `esrerank --help` loads no torch.
+MODEL_TYPES = ("bow-cnn", "cnn", "rcnn", "lstm", "gru", "siamese-lstm", "siamese-cnn")
+
+
+def _hyper(items: tuple[str, ...]) -> dict[str, object]:
+    """``NAME=VALUE`` pairs; VALUE parsed as JSON when it can be (numbers, booleans, lists)."""
+    out: dict[str, object] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise UserError(f"--hyper expects NAME=VALUE, got {item!r}")
+        try:
+            out[name] = json.loads(value)
+        except json.JSONDecodeError:
+            out[name] = value
+        if isinstance(out[name], list):
+            out[name] = tuple(out[name])  # type: ignore[arg-type]
+    return out
+
+
+@click.command("train")
+@click.option("--model-type", required=True, type=click.Choice(MODEL_TYPES), help="which paper's model")
+@click.option(
+    "--train", "train_specs", required=True, multiple=True, metavar="SPEC", help="FORMAT:PATH, repeatable"
+)
+@click.option(
+    "--dev", "dev_specs", required=True, multiple=True, metavar="SPEC", help="FORMAT:PATH, repeatable"
+)
+@click.option("--out", required=True, type=click.Path(path_type=Path), help="checkpoint directory to write")
+@click.option("--embeddings", type=click.Path(path_type=Path), help="word2vec file (esrerank embeddings)")
+@click.option("--epochs", default=10, show_default=True, type=click.IntRange(min=1))
+@click.option("--time-budget", type=click.FloatRange(min=1), help="stop training after this many seconds")
+@click.option("--seed", default=1, show_default=True, type=int)
+@click.option(
+    "--patience",
+    default=3,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="epochs without a better dev MAP before stopping",
+)
+@click.option(
+    "--examples-per-epoch", type=click.IntRange(min=1), help="cap per epoch (dev is checked each epoch)"
+)
+@click.option(
+    "--loss", type=click.Choice(["logistic", "max-margin", "mse"]), help="override the paper's loss"
+)
+@click.option(
+    "--optimizer", type=click.Choice(["sgd", "adam", "adadelta"]), help="override the paper's optimiser"
+)
+@click.option("--lr", type=click.FloatRange(min=0, min_open=True), help="learning rate")
+@click.option("--batch-size", type=click.IntRange(min=1))
+@click.option("--negatives", type=click.IntRange(min=1), help="sampled negatives per positive (papers: 20)")
+@click.option(
+    "--hyper", multiple=True, metavar="NAME=VALUE", help="model hyper-parameter, e.g. conv_units=400"
+)
+@click.option(
+    "--embedding-dim",
+    default=200,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="when no --embeddings are given",
+)
+@click.option("--min-count", default=1, show_default=True, type=click.IntRange(min=1))
+@click.option(
+    "--pretrain-epochs",
+    default=0,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="rcnn/lstm/gru: encoder-decoder pre-training epochs (Lei et al. 4.2)",
+)
+@click.option("--title-only", is_flag=True, help="ignore question bodies")
+@click.option("--body-words", default=100, show_default=True, type=click.IntRange(min=0))
+@click.option("--threads", type=click.IntRange(min=1), help="torch CPU threads")
+@click.option("--skip-bad", is_flag=True, help="skip malformed records (their count is reported)")
+@click.option("--quiet", is_flag=True, help="no progress bars")
+def train(
+    model_type: str,
+    train_specs: tuple[str, ...],
+    dev_specs: tuple[str, ...],
+    out: Path,
+    embeddings: Path | None,
+    epochs: int,
+    time_budget: float | None,
+    seed: int,
+    patience: int,
+    examples_per_epoch: int | None,
+    loss: str | None,
+    optimizer: str | None,
+    lr: float | None,
+    batch_size: int | None,
+    negatives: int | None,
+    hyper: tuple[str, ...],
+    embedding_dim: int,
+    min_count: int,
+    pretrain_epochs: int,
+    title_only: bool,
+    body_words: int,
+    threads: int | None,
+    skip_bad: bool,
+    quiet: bool,
+) -> None:
+    """Train a model, keep the best epoch on --dev, fit the fusion β, write OUT."""
+    from es_plugin_bridge.data.spec import read_spec
+    from es_plugin_bridge.training.trainer import TrainConfig, Trainer
+
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if embeddings is not None and not embeddings.is_file():
+        raise UserError(f"embeddings file not found: {embeddings}")
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+    cfg = TrainConfig(
+        model_type=model_type,
+        epochs=epochs,
+        time_budget=time_budget,
+        seed=seed,
+        patience=patience,
+        examples_per_epoch=examples_per_epoch,
+        loss=loss,
+        optimizer=optimizer,
+        lr=lr,
+        batch_size=batch_size,
+        negatives=negatives,
+        hyper=_hyper(hyper),
+        embeddings=str(embeddings) if embeddings else None,
+        embedding_dim=embedding_dim,
+        min_count=min_count,
+        text={"use_body": not title_only, "body_words": body_words},
+        pretrain_epochs=pretrain_epochs,
+        show_progress=not quiet,
+    )
+    train_sets = [read_spec(s, skip_bad=skip_bad) for s in train_specs]
+    dev_sets = [read_spec(s, skip_bad=skip_bad) for s in dev_specs]
+    for ds in (*train_sets, *dev_sets):
+        if ds.skipped:
+            click.echo(f"skipped {ds.skipped} malformed records of {ds.name}", err=True)
+    summary = Trainer(cfg, train_sets, dev_sets, out).run()
+    info = summary["train"]
+    click.echo(
+        f"best epoch {info['best_epoch']}: dev MAP {100 * info['best_dev_map']:.2f} "
+        f"({info['seconds']:.0f} s); checkpoint written to {out}"
+    )
+    for stage, fit in summary["fusion"]["first_stages"].items():
+        w = fit["weights"]
+        click.echo(
+            f"fused with {stage}: dev MAP {100 * fit['dev_map']:.2f} "
+            f"(first stage alone {100 * fit['first_stage_dev_map']:.2f}; "
+            f"β first_stage={w['first_stage']:.2f} bow={w['bow']:.2f} neural={w['neural']:.2f})"
+        )

@@ -1,0 +1,331 @@
+"""The training loop shared by every model type: batches, the paper's loss, early stopping.
+
+One epoch walks the positive pairs (ranking losses) or the labelled pairs (MSE) in a seeded
+shuffle, capped at ``examples_per_epoch`` so the dev metric is checked often on large data. After
+each epoch the dev MAP decides: a better model is checkpointed, ``patience`` epochs without one
+stop the run, and so does ``time_budget`` (checked after every step; the best checkpoint so far
+is what remains). Once done, the best model's β fusion weights are fit on the same dev queries.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from es_plugin_bridge.data.types import Dataset, Question, RankingQuery
+from es_plugin_bridge.engines import EmbeddedIndex
+from es_plugin_bridge.errors import UserError
+from es_plugin_bridge.models import PRETRAINABLE_TYPES, QuestionSimilarityModel, TitleDecoder, build_model
+from es_plugin_bridge.text import Preprocessor, TextOptions
+from es_plugin_bridge.training.checkpoint import save_checkpoint, write_json
+from es_plugin_bridge.training.devdata import dev_queries
+from es_plugin_bridge.training.embeddings import embedding_matrix
+from es_plugin_bridge.training.examples import TrainingSet, build_training_set
+from es_plugin_bridge.training.featurize import Featurizer
+from es_plugin_bridge.training.fusion import fit_weights, mean_ap
+from es_plugin_bridge.training.losses import LOSSES
+from es_plugin_bridge.training.plots import plot_history
+from es_plugin_bridge.training.recipes import Recipe, make_optimizer, recipe_for
+from es_plugin_bridge.training.scorer import NeuralScorer
+from es_plugin_bridge.training.vocab import Vocabulary
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TrainConfig:
+    """Everything ``esrerank train`` can set; stored in the checkpoint's config.json."""
+
+    model_type: str
+    epochs: int = 10
+    time_budget: float | None = None
+    seed: int = 1
+    patience: int = 3
+    examples_per_epoch: int | None = None
+    loss: str | None = None
+    optimizer: str | None = None
+    lr: float | None = None
+    batch_size: int | None = None
+    negatives: int | None = None
+    hyper: dict[str, Any] = field(default_factory=dict)
+    embeddings: str | None = None
+    embedding_dim: int = 200
+    min_count: int = 1
+    text: dict[str, Any] = field(default_factory=dict)
+    max_title: int = 48
+    max_body: int = 100
+    pretrain_epochs: int = 0
+    dev_window: int = 50
+    max_dev_queries: int | None = 1000
+    show_progress: bool = True
+
+
+def set_seed(seed: int) -> random.Random:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    return random.Random(seed)
+
+
+class Trainer:
+    """Trains one model; ``run`` returns the summary written to config.json."""
+
+    def __init__(
+        self, cfg: TrainConfig, train_sets: Sequence[Dataset], dev_sets: Sequence[Dataset], out: Path
+    ) -> None:
+        self.cfg = cfg
+        self.out = Path(out)
+        self.recipe: Recipe = recipe_for(
+            cfg.model_type,
+            loss=cfg.loss,
+            optimizer=cfg.optimizer,
+            lr=cfg.lr,
+            batch_size=cfg.batch_size,
+            negatives=cfg.negatives,
+        )
+        self.rng = set_seed(cfg.seed)
+        self.data: TrainingSet = build_training_set(train_sets)
+        options = TextOptions.from_mapping(cfg.text, source="--text options")
+        self.preprocessor = Preprocessor(options)
+        self.dev = dev_queries(dev_sets, self.preprocessor, cfg.dev_window, cfg.max_dev_queries)
+        vocab = Vocabulary.build(
+            (self.preprocessor.tokens(q) for q in self.data.questions.values()), min_count=cfg.min_count
+        )
+        self.featurizer = Featurizer(self.preprocessor, vocab, cfg.max_title, cfg.max_body)
+        matrix = embedding_matrix(
+            vocab, cfg.embeddings, None if cfg.embeddings else cfg.embedding_dim, seed=cfg.seed
+        )
+        self.model: QuestionSimilarityModel = build_model(
+            cfg.model_type,
+            len(vocab),
+            embedding_dim=int(matrix.shape[1]),
+            embeddings=matrix,
+            idf=vocab.idf,
+            **cfg.hyper,
+        )
+        self.pool = self.data.pool
+        self.history: list[dict[str, float]] = []
+        self.started = time.monotonic()
+
+    # -- helpers --------------------------------------------------------------------------------
+    def _out_of_time(self) -> bool:
+        return self.cfg.time_budget is not None and time.monotonic() - self.started > self.cfg.time_budget
+
+    def _encode(self, questions: Sequence[Question]) -> tuple[dict[str, torch.Tensor], dict[str, int]]:
+        unique = list({q.id: q for q in questions}.values())
+        encoded = self.model.encode(**self.featurizer.batch(unique))
+        return encoded, {q.id: i for i, q in enumerate(unique)}
+
+    @staticmethod
+    def _rows(encoded: dict[str, torch.Tensor], index: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {key: value[index] for key, value in encoded.items()}
+
+    def _ranking_loss(self, batch: Sequence[tuple[str, str]]) -> torch.Tensor:
+        q = self.data.questions
+        k = self.recipe.negatives
+        negs = [self.data.negatives(a, k, self.rng, self.pool) for a, _ in batch]
+        encoded, where = self._encode(
+            [q[a] for a, _ in batch] + [q[b] for _, b in batch] + [q[n] for row in negs for n in row]
+        )
+        qa = self._rows(encoded, torch.tensor([where[a] for a, _ in batch]))
+        qb = self._rows(encoded, torch.tensor([where[b] for _, b in batch]))
+        pos = self.model.score(qa, qb)
+        neg_index = torch.zeros((len(batch), k), dtype=torch.long)
+        neg_mask = torch.zeros((len(batch), k), dtype=torch.bool)
+        for i, row in enumerate(negs):
+            neg_index[i, : len(row)] = torch.tensor([where[n] for n in row], dtype=torch.long)
+            neg_mask[i, : len(row)] = True
+        neg = self.model.score_candidates(qa, self._rows(encoded, neg_index.reshape(-1)))
+        kwargs = (
+            {"gamma": self.recipe.gamma} if self.recipe.loss == "logistic" else {"margin": self.recipe.margin}
+        )
+        return LOSSES[self.recipe.loss](pos, neg, neg_mask=neg_mask, **kwargs)
+
+    def _mse_loss(self, batch: Sequence[tuple[str, str, int]]) -> torch.Tensor:
+        q = self.data.questions
+        encoded, where = self._encode([q[a] for a, _, _ in batch] + [q[b] for _, b, _ in batch])
+        qa = self._rows(encoded, torch.tensor([where[a] for a, _, _ in batch]))
+        qb = self._rows(encoded, torch.tensor([where[b] for _, b, _ in batch]))
+        labels = torch.tensor([float(y) for _, _, y in batch])
+        return LOSSES["mse"](self.model.score(qa, qb), labels)
+
+    def _epoch_examples(self) -> list:
+        if self.recipe.loss == "mse":
+            examples = list(self.data.labelled)
+            negatives = sum(1 for *_, y in examples if y == 0)
+            if negatives < 0.3 * len(examples):  # positives-only data: one random negative each
+                for a, _ in self.data.positives:
+                    for n in self.data.negatives(a, 1, self.rng, self.pool):
+                        examples.append((a, n, 0))
+        else:
+            examples = list(self.data.positives)
+        self.rng.shuffle(examples)
+        cap = self.cfg.examples_per_epoch
+        return examples[:cap] if cap else examples
+
+    # -- evaluation -----------------------------------------------------------------------------
+    def _dev_questions(self) -> list[Question]:
+        return list({q.id: q for rq in self.dev for q in (rq.query, *rq.candidates)}.values())
+
+    def dev_map(self) -> float:
+        self.model.eval()
+        scorer = NeuralScorer(self.model, self.featurizer)
+        scorer.vectors(self._dev_questions())  # one batched pass instead of one per query
+        scores = [scorer.components(rq.query, rq.candidates)["model"] for rq in self.dev]
+        self.model.train()
+        return mean_ap(scores, [rq.labels for rq in self.dev])
+
+    # -- phases ---------------------------------------------------------------------------------
+    def pretrain(self) -> None:
+        """Lei et al. §4.2: generate titles from bodies and titles, on every training question."""
+        if self.cfg.pretrain_epochs <= 0:
+            return
+        if self.cfg.model_type not in PRETRAINABLE_TYPES:
+            raise UserError(
+                f"--pretrain-epochs applies to {', '.join(PRETRAINABLE_TYPES)}, not {self.cfg.model_type}"
+            )
+        decoder = TitleDecoder.for_model(self.model, output_vocab_size=min(len(self.featurizer.vocab), 20000))
+        optimizer = torch.optim.Adam([p for p in decoder.parameters() if p.requires_grad], lr=1e-3)
+        questions = list(self.data.questions.values())
+        decoder.train()
+        for epoch in range(1, self.cfg.pretrain_epochs + 1):
+            self.rng.shuffle(questions)
+            bar = tqdm(
+                range(0, len(questions), 64), desc=f"pre-train {epoch}", disable=not self.cfg.show_progress
+            )
+            for start in bar:
+                batch = self.featurizer.batch(questions[start : start + 64])
+                loss = decoder.question_loss(**batch)
+                optimizer.zero_grad()
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(decoder.parameters(), 5.0)
+                optimizer.step()
+                bar.set_postfix(loss=f"{loss.item():.3f}")
+                if self._out_of_time():
+                    return
+
+    def run(self) -> dict[str, Any]:
+        """Pre-train (optional), train with early stopping, checkpoint the best, fit β; the summary."""
+        self.pretrain()
+        self.model.train()
+        optimizer = make_optimizer(self.recipe, self.model.parameters())
+        step_loss = self._mse_loss if self.recipe.loss == "mse" else self._ranking_loss
+        best, best_epoch, stale = -1.0, 0, 0
+        best_state: dict[str, torch.Tensor] | None = None
+        for epoch in range(1, self.cfg.epochs + 1):
+            examples = self._epoch_examples()
+            size = self.recipe.batch_size
+            total, steps = 0.0, 0
+            bar = tqdm(
+                range(0, len(examples), size), desc=f"epoch {epoch}", disable=not self.cfg.show_progress
+            )
+            for start in bar:
+                loss = step_loss(examples[start : start + size])
+                optimizer.zero_grad()
+                loss.backward()
+                if self.recipe.clip:
+                    torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.recipe.clip)
+                optimizer.step()
+                total += loss.item()
+                steps += 1
+                bar.set_postfix(loss=f"{total / steps:.4f}")
+                if self._out_of_time():
+                    break
+            score = self.dev_map()
+            self.history.append(
+                {
+                    "epoch": epoch,
+                    "loss": total / max(steps, 1),
+                    "dev_map": score,
+                    "seconds": time.monotonic() - self.started,
+                }
+            )
+            log.info("epoch %d: loss %.4f, dev MAP %.2f", epoch, total / max(steps, 1), 100 * score)
+            if score > best:
+                best, best_epoch, stale = score, epoch, 0
+                best_state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+            else:
+                stale += 1
+            if stale >= self.cfg.patience or self._out_of_time():
+                break
+        assert best_state is not None
+        self.model.load_state_dict(best_state)
+        self.model.eval()
+        fusion = self.fit_fusion()
+        summary = {
+            "train": {
+                "config": asdict(self.cfg),
+                "recipe": asdict(self.recipe),
+                "positives": len(self.data.positives),
+                "questions": len(self.data.questions),
+                "vocabulary": len(self.featurizer.vocab),
+                "dev_queries": len(self.dev),
+                "best_epoch": best_epoch,
+                "best_dev_map": best,
+                "seconds": time.monotonic() - self.started,
+            },
+            "fusion": fusion,
+        }
+        save_checkpoint(self.out, self.model, self.featurizer, summary)
+        write_json(self.out / "history.json", self.history)
+        plot_history(self.history, self.out / "training.png", f"{self.cfg.model_type}: training")
+        return summary
+
+    def fit_fusion(self) -> dict[str, Any]:
+        """β for each first stage the dev data allows: ``given`` (when present), bm25, lmdirichlet."""
+        scorer = NeuralScorer(self.model, self.featurizer)
+        scorer.vectors(self._dev_questions())
+        components = [scorer.components(rq.query, rq.candidates) for rq in self.dev]
+        labels = [rq.labels for rq in self.dev]
+        stages = _first_stage_scores(self.dev, self.preprocessor)
+        weights: dict[str, Any] = {}
+        for stage, per_query in stages.items():
+            feats = [
+                {"first_stage": fs, "bow": c["bow"], "neural": c["neural"]}
+                for fs, c in zip(per_query, components, strict=True)
+            ]
+            w, value = fit_weights(feats, labels)
+            weights[stage] = {
+                "weights": w,
+                "dev_map": value,
+                "first_stage_dev_map": mean_ap(per_query, labels),
+            }
+        default = "given" if "given" in weights else "bm25"
+        return {
+            "first_stages": weights,
+            "default": default,
+            "model_dev_map": mean_ap([c["model"] for c in components], labels),
+        }
+
+
+def _first_stage_scores(
+    queries: Sequence[RankingQuery], preprocessor: Preprocessor
+) -> dict[str, list[np.ndarray]]:
+    """Per-query first-stage scores: the data's own (when every query has them), BM25, LM-Dirichlet.
+
+    BM25 and LM-Dirichlet statistics come from every candidate of the dev queries, as in evaluation.
+    """
+    out: dict[str, list[np.ndarray]] = {}
+    if all(rq.first_stage_scores is not None and rq.split != "dev-pairs" for rq in queries):
+        out["given"] = [np.asarray(rq.first_stage_scores, dtype=np.float64) for rq in queries]
+    collection = {c.id: c for rq in queries for c in rq.candidates}
+    ids = list(collection)
+    docs = [preprocessor.tokens(collection[i]) for i in ids]
+    for name in ("bm25", "lmdirichlet"):
+        index = EmbeddedIndex.build(docs, name, ids=ids)
+        out[name] = [
+            np.asarray(
+                index.score(preprocessor.tokens(rq.query), [c.id for c in rq.candidates]), dtype=np.float64
+            )
+            for rq in queries
+        ]
+    return out
