@@ -12,7 +12,7 @@ runs the first title of each pair as a query (top 10), and reports build time an
 
 Both engines are warmed up (two passes) before timing. Usage::
 
-    python benchmarks/first_stage.py [--queries 2000] [--out benchmarks/first_stage.json]
+    python benchmarks/first_stage.py [--queries 1000] [--out benchmarks/first_stage.json]
 """
 
 from __future__ import annotations
@@ -149,7 +149,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--queries", type=int, default=2000)
+    parser.add_argument("--queries", type=int, default=1000)
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "first_stage.json")
     args = parser.parse_args()
 
@@ -190,7 +190,7 @@ def main() -> None:
                 import jpype
 
                 array = jpype.JArray(jpype.JClass("org.apache.lucene.search.Query"))(prepared)
-                nanos = np.asarray(timer.time(view.searcher, array, K, 3), dtype=np.float64)
+                nanos = np.asarray(timer.time(view.searcher, array, K, 5), dtype=np.float64)
                 row["lucene_jvm"] = summary(nanos / 1e9)
             mismatches = sum(
                 [int(d) for d, _ in engine.search(q, K)] != [d for d, _ in view.search_query(p, K)]

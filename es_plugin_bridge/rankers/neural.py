@@ -1,25 +1,142 @@
-"""Placeholders for ``model`` and ``fused`` until the model code exists.
+"""``model`` (the trained model's own score) and ``fused`` (β fusion with a first stage).
 
-They are registered now so that the CLI contract's forms fail with the right message today
-(``ranker 'model' needs --model DIR``). The models work replaces this module with real rankers
-registered under the same names, with ``needs_model=True``.
+Both load a checkpoint directory written by ``esrerank train`` (``--model DIR``).
+``fused`` = β_fs·minmax(first stage) + β_bow·bow + β_neural·neural, with the β fitted on dev data
+at training time for each first stage (see ``training/fusion.py``). Its first stage is the data's
+own order (``given``) when the model has β for it and the query carries first-stage scores, else
+BM25 over the run's collection. For retrieval it rescoring the first stage's top ``window``
+documents, as Elasticsearch's rescore step does.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from es_plugin_bridge.data.types import Pair, Question, RankingQuery
 from es_plugin_bridge.errors import UserError
-from es_plugin_bridge.rankers import register
+from es_plugin_bridge.rankers import build, register
 from es_plugin_bridge.rankers.base import Ranker, RankerContext
 
-
-def _not_yet(name: str):
-    def factory(context: RankerContext) -> Ranker:
-        raise UserError(f"ranker {name!r}: loading a model directory is not implemented yet "
-                        f"({context.model_dir})")
-
-    return factory
+_SCORER = "neural.scorer"
+_SEARCHER = "neural.searcher"
 
 
-register("model", needs_model=True, description="neural score alone")(_not_yet("model"))
-register("fused", needs_model=True, description="beta fusion of first-stage, BOW and neural scores")(
-    _not_yet("fused"))
+def _scorer(context: RankerContext) -> Any:
+    from es_plugin_bridge.training.scorer import NeuralScorer
+
+    scorer = context.shared.get(_SCORER)
+    if scorer is None:
+        assert context.model_dir is not None
+        scorer = NeuralScorer.from_dir(context.model_dir)
+        scorer.vectors(list(context.collection))  # one batched pass over the collection
+        context.shared[_SCORER] = scorer
+    return scorer
+
+
+def _searcher(context: RankerContext) -> Any:
+    from es_plugin_bridge.training.scorer import CollectionSearcher
+
+    searcher = context.shared.get(_SEARCHER)
+    if searcher is None:
+        searcher = CollectionSearcher(_scorer(context), context.collection)
+        context.shared[_SEARCHER] = searcher
+    return searcher
+
+
+@register("model", needs_model=True, description="the trained model's score alone")
+class ModelRanker(Ranker):
+    """The neural model's own similarity (bow-cnn: its learned β₁·bow + β₂·cnn)."""
+
+    name = "model"
+
+    def __init__(self, context: RankerContext) -> None:
+        super().__init__(context)
+        self.scorer = _scorer(context)
+
+    def score(self, query: Question, candidates: Sequence[Question]) -> np.ndarray:
+        return self.scorer.components(query, candidates)["model"]
+
+    def search(self, query: Question, k: int, exclude: set[str] | None = None) -> list[tuple[str, float]]:
+        return _searcher(self.context).search(query, k, exclude)
+
+    def score_pairs(self, pairs: Sequence[Pair]) -> np.ndarray:
+        return self.scorer.pair_components([(p.q1, p.q2) for p in pairs])["model"]
+
+
+@register(
+    "fused",
+    tasks=("rerank", "retrieval"),
+    needs_model=True,
+    description="beta fusion of first-stage, BOW and neural scores",
+)
+class FusedRanker(Ranker):
+    """First stage + BOW + neural, weighted by the β stored with the model."""
+
+    name = "fused"
+    window = 100
+
+    def __init__(self, context: RankerContext) -> None:
+        super().__init__(context)
+        from es_plugin_bridge.training.checkpoint import read_config
+
+        assert context.model_dir is not None
+        self.scorer = _scorer(context)
+        fusion = read_config(context.model_dir).get("fusion") or {}
+        self.stages: dict[str, dict[str, float]] = {
+            name: fit["weights"] for name, fit in fusion.get("first_stages", {}).items()
+        }
+        if not self.stages:
+            raise UserError(f"{context.model_dir}: no fusion weights (β) in config.json; retrain it")
+        self._first_stage: dict[str, Ranker] = {}
+        self.window = int(context.params.get("fused", {}).get("window", self.window))
+
+    def _stage(self, name: str) -> Ranker:
+        if name not in self._first_stage:
+            self._first_stage[name] = build(name, self.context)
+        return self._first_stage[name]
+
+    def _stage_for(self, query: RankingQuery | None) -> str:
+        if query is not None and query.first_stage_scores is not None and "given" in self.stages:
+            return "given"
+        for name in ("bm25", "lmdirichlet"):
+            if name in self.stages:
+                return name
+        raise UserError(f"the model's β need the data's own first stage ({', '.join(self.stages)})")
+
+    def components(self, query: RankingQuery) -> dict[str, np.ndarray]:
+        """Every input of the fused score and the score itself, per candidate (for --explain)."""
+        from es_plugin_bridge.training.fusion import fuse, minmax
+
+        stage = self._stage_for(query)
+        first = np.asarray(self._stage(stage).rerank(query), dtype=np.float64)
+        parts = self.scorer.components(query.query, query.candidates)
+        features = {"first_stage": first, "bow": parts["bow"], "neural": parts["neural"]}
+        return {
+            "first_stage": first,
+            "first_stage_norm": minmax(first),
+            "bow": parts["bow"],
+            "neural": parts["neural"],
+            "fused": fuse(features, self.stages[stage]),
+        }
+
+    def rerank(self, query: RankingQuery) -> np.ndarray:
+        return self.components(query)["fused"]
+
+    def search(self, query: Question, k: int, exclude: set[str] | None = None) -> list[tuple[str, float]]:
+        from es_plugin_bridge.training.fusion import fuse
+
+        stage = self._stage_for(None)
+        hits = self._stage(stage).search(query, max(k, self.window), exclude)
+        if not hits:
+            return []
+        by_id = {q.id: q for q in self.context.collection}
+        candidates = [by_id[doc] for doc, _ in hits]
+        parts = self.scorer.components(query, candidates)
+        first = np.array([score for _, score in hits], dtype=np.float64)
+        features = {"first_stage": first, "bow": parts["bow"], "neural": parts["neural"]}
+        fused = fuse(features, self.stages[stage])
+        order = np.lexsort((np.arange(len(fused)), -fused))[:k]
+        return [(hits[i][0], float(fused[i])) for i in order]
