@@ -172,6 +172,9 @@ def main() -> None:
         start = time.perf_counter()
         lucene = lucene_bridge.LuceneIndex(docs, "bm25")
         report["lucene_build_s_via_jpype"] = round(time.perf_counter() - start, 3)
+        import jpype
+
+        report["machine"]["lucene_version"] = str(jpype.JClass("org.apache.lucene.util.Version").LATEST)
         timer = jvm_timer(lucene.searcher)
     else:
         report["lucene_unavailable"] = reason
@@ -187,8 +190,6 @@ def main() -> None:
             prepared = [view.query(q) for q in queries]
             row["lucene_python"] = summary(time_calls(lambda q, v=view: v.search_query(q, K), prepared))
             if timer is not None:
-                import jpype
-
                 array = jpype.JArray(jpype.JClass("org.apache.lucene.search.Query"))(prepared)
                 nanos = np.asarray(timer.time(view.searcher, array, K, 5), dtype=np.float64)
                 row["lucene_jvm"] = summary(nanos / 1e9)

@@ -16,8 +16,10 @@ C = 8 with scikit-learn's γ = "scale" (1 / (features × variance), ≈ 1 / mean
 among the best (0.842) and adapts to the feature count, so it is the default.
 
 Training cost: libsvm's SVC grows faster than linearly with the number of pairs; ``max_train``
-subsamples the training pairs (seeded) when a full fit would be too slow. The measured time for the
-24,000 AskUbuntu title pairs is in the README's results table.
+subsamples the training pairs (seeded) when a full fit would be too slow. Measured with
+``python -m es_plugin_bridge.baselines.measure`` (4,000 test and 4,000 dev pairs of
+``train_titles.tsv`` held out, one busy core): 8,000 training pairs fit in 57 s (test accuracy
+85.5%), all 16,000 remaining pairs in 541 s (88.0%); unigram Jaccard gets 78.3%.
 """
 
 from __future__ import annotations

@@ -79,11 +79,14 @@ def _require(task: str, given: dict[str, object], needed: Sequence[str], allowed
 @click.option("--title-only", is_flag=True, help="Ignore question bodies.")
 @click.option("--skip-bad", is_flag=True, help="Skip malformed records (counted) instead of stopping.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
+@click.option("--explain", is_flag=True,
+              help="rerank: show each component of the fused score per candidate (needs --model); "
+                   "all queries go to OUT.explain.jsonl next to --json.")
 def evaluate(task: str, data_spec: str | None, queries_spec: str | None, corpus_specs: tuple[str, ...],
              dev_spec: str | None, rankers_text: str | None, model_dir: Path | None, json_path: Path | None,
              per_query_path: Path | None, plot_path: Path | None, drop_no_relevant: bool,
              max_queries: int | None, params: tuple[str, ...], body_words: int | None, title_only: bool,
-             skip_bad: bool, no_progress: bool) -> None:
+             skip_bad: bool, no_progress: bool, explain: bool) -> None:
     """Evaluate rankers on a task; print a table and write JSON, per-query JSONL and a plot."""
     from rich.console import Console
 
@@ -96,6 +99,8 @@ def evaluate(task: str, data_spec: str | None, queries_spec: str | None, corpus_
                "retrieval": ["--queries", "--corpus", "--max-queries"],
                "classify": ["--data", "--dev"]}[task]
     _require(task, given, needed, allowed)
+    if explain and (task != "rerank" or model_dir is None):
+        raise UserError("--explain applies to --task rerank with --model DIR (it explains the fused score)")
     if model_dir is not None and not model_dir.is_dir():
         raise UserError(f"--model {model_dir}: not a directory")
     names = ([n.strip() for n in rankers_text.split(",") if n.strip()] if rankers_text is not None
@@ -121,8 +126,29 @@ def evaluate(task: str, data_spec: str | None, queries_spec: str | None, corpus_
         written.append(report.write_per_query(result, per_query_path))
     if plot_path is not None:
         written.append(report.write_plot(result, plot_path))
+    if explain:
+        written.append(_explain(data_spec, model_dir, parsed, body_words, title_only, skip_bad, json_path,
+                                console))
     for path in written:
         console.print(f"wrote {path}", soft_wrap=True, highlight=False)
+
+
+def _explain(data_spec, model_dir, params, body_words, title_only, skip_bad, json_path, console) -> Path:
+    from es_plugin_bridge.data.spec import read_spec
+    from es_plugin_bridge.evaluation.explain import explain_rerank, print_explain, write_explain
+    from es_plugin_bridge.rankers import TokenCache
+    from es_plugin_bridge.text import Preprocessor, TextOptions
+
+    options: dict[str, object] = {}
+    if body_words is not None:
+        options["body_words"] = body_words
+    if title_only:
+        options["use_body"] = False
+    tokens = TokenCache(Preprocessor(TextOptions(**options)))
+    records = explain_rerank(read_spec(data_spec, skip_bad=skip_bad).queries, tokens, model_dir, params)
+    print_explain(records, console)
+    path = json_path.with_name(json_path.stem + ".explain.jsonl") if json_path else Path("explain.jsonl")
+    return write_explain(records, path)
 
 
 def run_task(task: str, names: Sequence[str], *, data_spec: str | None = None,
