@@ -112,18 +112,29 @@ def test_malformed_xml_names_file_and_line(tmp_path: Path) -> None:
 
 
 MEASURE = """
-import json, resource, sys
+import json, sys
 from lxml import etree
 from es_plugin_bridge.data.readers.stackexchange import read_stackexchange
+
+
+def peak_kib():
+    # VmHWM belongs to this process's address space, which exec made new; ru_maxrss would not do:
+    # Linux carries it over from the (possibly much larger) parent across fork + exec.
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    raise RuntimeError("no VmHWM in /proc/self/status")
+
+
 mode, directory = sys.argv[1], sys.argv[2]
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+before = peak_kib()
 if mode == "stream":
     dataset = read_stackexchange(directory)
     counts = [len(dataset.questions), len(dataset.pairs)]
 else:
     tree = etree.parse(directory + "/Posts.xml")
     counts = [len(tree.getroot())]
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+peak = peak_kib()
 print(json.dumps({"extra_bytes": (peak - before) * 1024, "counts": counts}))
 """
 

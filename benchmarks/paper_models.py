@@ -1,0 +1,310 @@
+"""Train and evaluate every model type of the papers on real data; the README's results table.
+
+Each step is an ``esrerank`` command, printed before it runs, so any row can be reproduced by hand:
+
+1. ``esrerank split`` carves AskUbuntu train/dev/test (1,000 / 2,000 duplicate pairs held out, whole
+   duplicate clusters per split) from ``train_titles.tsv``;
+2. ``esrerank embeddings`` trains word2vec on the AskUbuntu training split (+ the unlabelled val and
+   Meta Stack Exchange pairs) and on the SemEval train and dev files (questions and comments);
+3. per model type and dataset: ``esrerank train`` (time budget per run), then ``esrerank evaluate``:
+   AskUbuntu retrieval over every distinct title (queries = test duplicate pairs) and pair
+   classification (threshold on dev), SemEval-2016 dev reranking.
+
+Results go to ``OUT/<dataset>-<type>/`` and are merged into ``benchmarks/paper_models.json`` and
+a Markdown table printed at the end (``--table-only`` rebuilds both from what is already there).
+
+Usage: ``python benchmarks/paper_models.py --data ../shared/data --out runs/paper --types bow-cnn,cnn``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+TYPES = ("bow-cnn", "cnn", "rcnn", "lstm", "gru", "siamese-lstm", "siamese-cnn")
+HERE = Path(__file__).resolve().parent
+ESRERANK = str(Path(sys.executable).with_name("esrerank"))
+
+
+def run(argv: list[str], log: Path | None = None) -> None:
+    print("$ esrerank " + shlex.join(argv[1:]), flush=True)
+    if log is None:
+        subprocess.run(argv, check=True)
+        return
+    with log.open("w") as fh:
+        subprocess.run(argv, check=True, stdout=fh, stderr=subprocess.STDOUT)
+
+
+def prepare(data: Path, out: Path, threads: int) -> dict[str, Path]:
+    au = out / "askubuntu"
+    if not (au / "test.tsv").is_file():
+        run(
+            [
+                ESRERANK,
+                "split",
+                f"pairs:{data / 'askubuntu-pairs/train_titles.tsv'}",
+                "--out-dir",
+                str(au),
+                "--dev",
+                "1000",
+                "--test",
+                "2000",
+                "--seed",
+                "1",
+            ]
+        )
+    w2v_au = out / "w2v-askubuntu.txt"
+    if not w2v_au.is_file():
+        run(
+            [
+                ESRERANK,
+                "embeddings",
+                "--corpus",
+                f"pairs:{au / 'train.tsv'}",
+                "--corpus",
+                f"pairs:{data / 'askubuntu-pairs/val.tsv'}",
+                "--corpus",
+                f"pairs:{data / 'extra/meta-stackexchange-val.tsv'}",
+                "--out",
+                str(w2v_au),
+                "--epochs",
+                "20",
+                "--workers",
+                str(threads),
+            ]
+        )
+    se = data / "semeval2016-task3"
+    w2v_se = out / "w2v-semeval.txt"
+    if not w2v_se.is_file():
+        run(
+            [
+                ESRERANK,
+                "embeddings",
+                "--corpus",
+                f"semeval:{se / 'SemEval2016-Task3-CQA-QL-train-part1-v1.1.xml'}",
+                "--corpus",
+                f"semeval:{se / 'SemEval2016-Task3-CQA-QL-train-part2.xml'}",
+                "--corpus",
+                f"semeval:{se / 'SemEval2016-Task3-CQA-QL-dev.xml'}",
+                "--out",
+                str(w2v_se),
+                "--epochs",
+                "10",
+                "--workers",
+                str(threads),
+            ]
+        )
+    return {"au": au, "w2v_au": w2v_au, "se": se, "w2v_se": w2v_se}
+
+
+def train_args(model_type: str, args: argparse.Namespace) -> list[str]:
+    extra = [
+        "--epochs",
+        "50",
+        "--patience",
+        str(args.patience),
+        "--time-budget",
+        str(args.budget),
+        "--threads",
+        str(args.threads),
+        "--quiet",
+    ]
+    if args.adam and model_type in ("bow-cnn", "cnn"):
+        extra += ["--optimizer", "adam", "--lr", "0.001"]
+    return extra
+
+
+def askubuntu(model_type: str, paths: dict[str, Path], out: Path, args: argparse.Namespace) -> None:
+    au, run_dir = paths["au"], out / f"askubuntu-{model_type}"
+    model = run_dir / "model"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if not (model / "config.json").is_file():
+        run(
+            [
+                ESRERANK,
+                "train",
+                "--model-type",
+                model_type,
+                "--train",
+                f"pairs:{au / 'train.tsv'}",
+                "--dev",
+                f"pairs:{au / 'dev.tsv'}",
+                "--out",
+                str(model),
+                "--embeddings",
+                str(paths["w2v_au"]),
+                "--examples-per-epoch",
+                "3000",
+                *train_args(model_type, args),
+            ],
+            run_dir / "train.log",
+        )
+    run(
+        [
+            ESRERANK,
+            "evaluate",
+            "--task",
+            "retrieval",
+            "--queries",
+            f"pairs:{au / 'test.tsv'}",
+            "--corpus",
+            f"pairs:{au / 'train.tsv'}",
+            "--corpus",
+            f"pairs:{au / 'dev.tsv'}",
+            "--rankers",
+            "bm25,lmdirichlet,model,fused",
+            "--model",
+            str(model),
+            "--json",
+            str(run_dir / "retrieval.json"),
+            "--no-progress",
+        ],
+        run_dir / "retrieval.log",
+    )
+    run(
+        [
+            ESRERANK,
+            "evaluate",
+            "--task",
+            "classify",
+            "--data",
+            f"pairs:{au / 'test.tsv'}",
+            "--dev",
+            f"pairs:{au / 'dev.tsv'}",
+            "--rankers",
+            "bm25,model",
+            "--model",
+            str(model),
+            "--json",
+            str(run_dir / "classify.json"),
+            "--no-progress",
+        ],
+        run_dir / "classify.log",
+    )
+
+
+def semeval(model_type: str, paths: dict[str, Path], out: Path, args: argparse.Namespace) -> None:
+    se, run_dir = paths["se"], out / f"semeval-{model_type}"
+    model = run_dir / "model"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if not (model / "config.json").is_file():
+        run(
+            [
+                ESRERANK,
+                "train",
+                "--model-type",
+                model_type,
+                "--train",
+                f"semeval:{se / 'SemEval2016-Task3-CQA-QL-train-part1-v1.1.xml'}",
+                "--train",
+                f"semeval:{se / 'SemEval2016-Task3-CQA-QL-train-part2.xml'}",
+                "--dev",
+                f"semeval:{se / 'SemEval2016-Task3-CQA-QL-dev.xml'}",
+                "--out",
+                str(model),
+                "--embeddings",
+                str(paths["w2v_se"]),
+                *train_args(model_type, args),
+            ],
+            run_dir / "train.log",
+        )
+    run(
+        [
+            ESRERANK,
+            "evaluate",
+            "--task",
+            "rerank",
+            "--data",
+            f"semeval:{se / 'SemEval2016-Task3-CQA-QL-dev.xml'}",
+            "--rankers",
+            "given,bm25,lmdirichlet,model,fused",
+            "--model",
+            str(model),
+            "--json",
+            str(run_dir / "rerank.json"),
+            "--no-progress",
+        ],
+        run_dir / "rerank.log",
+    )
+
+
+def table(out: Path) -> tuple[dict, str]:
+    """Merge every run's JSON; one Markdown row per (model type, task)."""
+    merged: dict[str, dict] = {}
+    rows = [
+        "| model | SemEval dev MAP (model / fused) | MRR (fused) | P@1 (fused) "
+        "| AskUbuntu Acc@1 (model / fused) | Acc@5 (fused) | Acc@10 (fused) | MRR@10 (fused) "
+        "| pair accuracy (model) |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    base: dict[str, str] = {}
+    for model_type in TYPES:
+        got = {}
+        for name in ("semeval-%s/rerank", "askubuntu-%s/retrieval", "askubuntu-%s/classify"):
+            path = out / f"{name % model_type}.json"
+            if path.is_file():
+                got[name.split("/")[1]] = json.loads(path.read_text())
+        if not got:
+            continue
+        merged[model_type] = got
+        rr = got.get("rerank", {}).get("rankers", {})
+        rt = got.get("retrieval", {}).get("rankers", {})
+        cl = got.get("classify", {}).get("rankers", {})
+
+        def f(block: dict, ranker: str, metric: str) -> str:
+            return f"{block[ranker][metric]:.2f}" if ranker in block else "–"
+
+        rows.append(
+            f"| {model_type} | {f(rr, 'model', 'map')} / {f(rr, 'fused', 'map')} | {f(rr, 'fused', 'mrr')} "
+            f"| {f(rr, 'fused', 'p@1')} | {f(rt, 'model', 'acc@1')} / {f(rt, 'fused', 'acc@1')} "
+            f"| {f(rt, 'fused', 'acc@5')} | {f(rt, 'fused', 'acc@10')} | {f(rt, 'fused', 'mrr@10')} "
+            f"| {f(cl, 'model', 'accuracy')} |"
+        )
+        for ranker in ("given", "bm25", "lmdirichlet"):
+            if ranker in rr and ranker not in base:
+                base[ranker] = (
+                    f"| {ranker} | {f(rr, ranker, 'map')} | {f(rr, ranker, 'mrr')} | {f(rr, ranker, 'p@1')} "
+                    f"| {f(rt, ranker, 'acc@1')} | {f(rt, ranker, 'acc@5')} | {f(rt, ranker, 'acc@10')} "
+                    f"| {f(rt, ranker, 'mrr@10')} | {f(cl, ranker, 'accuracy')} |"
+                )
+    return merged, "\n".join(rows[:2] + list(base.values()) + rows[2:])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=HERE.parent.parent / "shared" / "data")
+    parser.add_argument("--out", type=Path, default=HERE.parent / "runs" / "paper")
+    parser.add_argument("--types", default=",".join(TYPES))
+    parser.add_argument("--datasets", default="askubuntu,semeval")
+    parser.add_argument("--budget", type=int, default=300, help="training seconds per run")
+    parser.add_argument("--patience", type=int, default=4)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument(
+        "--adam", action="store_true", help="bow-cnn/cnn with Adam 1e-3 instead of the paper's SGD"
+    )
+    parser.add_argument("--table-only", action="store_true")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    if not args.table_only:
+        paths = prepare(args.data, args.out, args.threads)
+        for model_type in args.types.split(","):
+            if model_type not in TYPES:
+                parser.error(f"unknown model type {model_type!r}")
+            if "askubuntu" in args.datasets:
+                askubuntu(model_type, paths, args.out, args)
+            if "semeval" in args.datasets:
+                semeval(model_type, paths, args.out, args)
+    merged, markdown = table(args.out)
+    (HERE / "paper_models.json").write_text(
+        json.dumps({"command": shlex.join(sys.argv), "results": merged}, indent=2, sort_keys=True) + "\n"
+    )
+    (HERE / "paper_models.md").write_text(markdown + "\n")
+    print(markdown)
+
+
+if __name__ == "__main__":
+    main()
