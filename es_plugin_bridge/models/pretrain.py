@@ -71,6 +71,16 @@ class TitleDecoder(nn.Module):
         title_mask: torch.Tensor,
     ) -> torch.Tensor:
         """[B, Tt + 1, output_vocab_size + 1]: step t predicts title word t (step len: the end symbol)."""
+        return self.output(self.dropout(self.states(context_ids, context_mask, title_ids, title_mask)))
+
+    def states(
+        self,
+        context_ids: torch.Tensor,
+        context_mask: torch.Tensor,
+        title_ids: torch.Tensor,
+        title_mask: torch.Tensor,
+    ) -> torch.Tensor:
+        """Decoder states [B, Tt + 1, hidden] before the output layer."""
         context = self.encoder(context_ids, context_mask)
         batch = title_ids.shape[0]
         words = embed(self.encoder.embedding, title_ids, title_mask)
@@ -78,7 +88,15 @@ class TitleDecoder(nn.Module):
         inputs = torch.cat([inputs, context.unsqueeze(1).expand(-1, inputs.shape[1], -1)], dim=2)
         start_state = torch.tanh(self.init_state(context)).unsqueeze(0)
         states, _ = self.rnn(self.dropout(inputs), start_state)
-        return self.output(self.dropout(states))
+        return states
+
+    def _loss(self, states: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Cross-entropy over the predicted words only: the output layer (|V|-way, most of the cost)
+        runs on the positions that have a target, not on padding — same loss, several times faster."""
+        keep = targets != IGNORE
+        if not bool(keep.any()):
+            return states.sum() * 0.0
+        return F.cross_entropy(self.output(self.dropout(states[keep])), targets[keep])
 
     def targets(self, title_ids: torch.Tensor, title_mask: torch.Tensor) -> torch.Tensor:
         """[B, Tt + 1] class ids: the title's words, then the end symbol, IGNORE elsewhere."""
@@ -94,9 +112,8 @@ class TitleDecoder(nn.Module):
         title_mask: torch.Tensor,
     ) -> torch.Tensor:
         """Mean token cross-entropy of generating each title from its context (scalar)."""
-        logits = self.logits(context_ids, context_mask, title_ids, title_mask)
-        targets = self.targets(title_ids, title_mask)
-        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=IGNORE)
+        states = self.states(context_ids, context_mask, title_ids, title_mask)
+        return self._loss(states, self.targets(title_ids, title_mask))
 
     def question_loss(
         self,
@@ -109,16 +126,17 @@ class TitleDecoder(nn.Module):
 
         Questions with an empty body contribute only the title-from-title term.
         """
+        # Only questions that have a body get the "title from body" half (the rest would be all-IGNORE).
+        has_body = body_mask.any(1)
+        body_ids, body_mask, body_titles, body_title_mask = (
+            body_ids[has_body], body_mask[has_body], title_ids[has_body], title_mask[has_body])
         length = max(title_ids.shape[1], body_ids.shape[1])
         context_ids = torch.cat([pad_to(title_ids, length), pad_to(body_ids, length)], dim=0)
         context_mask = torch.cat([pad_to(title_mask, length, False), pad_to(body_mask, length, False)], dim=0)
-        has_body = body_mask.any(1)
-        target_mask = torch.cat([title_mask, title_mask & has_body.unsqueeze(1)], dim=0)
-        titles = torch.cat([title_ids, title_ids], dim=0)
-        logits = self.logits(context_ids, context_mask, titles, target_mask)
-        targets = self.targets(titles, target_mask)
-        targets[title_ids.shape[0] :][~has_body] = IGNORE  # no end symbol either for missing bodies
-        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=IGNORE)
+        titles = torch.cat([title_ids, body_titles], dim=0)
+        target_mask = torch.cat([title_mask, body_title_mask], dim=0)
+        states = self.states(context_ids, context_mask, titles, target_mask)
+        return self._loss(states, self.targets(titles, target_mask))
 
     def encoder_state(self) -> dict[str, torch.Tensor]:
         """The encoder's weights, for ``QuestionSimilarityModel.load_encoder_state`` or safetensors."""

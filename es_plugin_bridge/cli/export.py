@@ -1,0 +1,51 @@
+"""``esrerank export-onnx CHECKPOINT_DIR --out MODEL_DIR`` (also installed alone as ``export-onnx``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+@click.command("export-onnx")
+@click.argument("checkpoint", type=click.Path(path_type=Path))
+@click.option("--out", required=True, type=click.Path(path_type=Path), help="Model directory to write.")
+@click.option("--force", is_flag=True, help="Replace a non-empty --out directory.")
+@click.option("--verify-data", "verify_specs", multiple=True, metavar="SPEC",
+              help="FORMAT:PATH of real questions to compare ONNX with torch on (default: shipped samples).")
+@click.option("--verify-questions", default=64, show_default=True, type=click.IntRange(min=1),
+              help="How many questions to verify with.")
+@click.option("--tolerance", default=1e-4, show_default=True, type=click.FloatRange(min=0.0),
+              help="Largest |onnxruntime − torch| accepted; a larger difference aborts the export.")
+@click.option("--threads", default=None, type=click.IntRange(min=1), help="torch threads (default: torch's).")
+@click.option("--quiet", is_flag=True, help="Print nothing on success.")
+def export_onnx_command(
+    checkpoint: Path,
+    out: Path,
+    force: bool,
+    verify_specs: tuple[str, ...],
+    verify_questions: int,
+    tolerance: float,
+    threads: int | None,
+    quiet: bool,
+) -> None:
+    """Export a checkpoint written by `esrerank train` to a verified ONNX model directory."""
+    import torch
+
+    from exporters.export import export_checkpoint
+
+    if threads:
+        torch.set_num_threads(threads)
+    result = export_checkpoint(
+        checkpoint, out, force=force, verify_specs=verify_specs or None, tolerance=tolerance,
+        max_questions=verify_questions,
+    )
+    if not quiet:
+        lengths = "dynamic lengths" if result.dynamic_length else "fixed padded lengths"
+        click.echo(
+            f"exported {result.model_type} to {result.out} in {result.seconds:.1f} s ({lengths}; "
+            f"max |onnxruntime - torch| vectors {result.max_abs_diff:.2g}, "
+            f"scores {result.score_max_abs_diff:.2g})"
+        )
+        for name, size in result.files.items():
+            click.echo(f"  {name:20s} {size:>12,d} bytes")

@@ -1,0 +1,260 @@
+"""Load a verified exported model directory and score questions with onnxruntime (no torch).
+
+This is the sidecar's core. Scores reproduce ``training.scorer.NeuralScorer`` exactly:
+
+- ``neural``: cosine (or exp(−L1) for the Manhattan models) of the encoder's vectors;
+- ``bow``: cosine of L2-normalised weighted bags of words (tf · learned t for bow-cnn, tf · IDF
+  otherwise), over the same capped title + body ids the encoder sees;
+- ``model``: bow-cnn's β₁·bow + β₂·neural, else ``neural``;
+- ``fused`` (when first-stage scores are given): β_fs·minmax(first stage) + β_bow·bow + β_neural·neural
+  with the β fitted for that first stage at training time.
+
+Loading parses only JSON, a ``.npy`` array (``allow_pickle=False``) and an ONNX graph, from the
+bytes whose sha256 the manifest vouches for; nothing in the directory can run code.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+from es_plugin_bridge.data.types import Question
+from es_plugin_bridge.errors import DataFormatError, UserError
+from es_plugin_bridge.serving.config import ExportedConfig, parse_config
+from es_plugin_bridge.text import Preprocessor, TextOptions
+from es_plugin_bridge.training.fusion import fuse
+from es_plugin_bridge.training.vocab import PAD_ID, Vocabulary
+from exporters.manifest import MANIFEST, read_verified
+
+CONFIG = "config.json"
+VOCAB = "vocab.json"
+ENCODER = "encoder.onnx"
+BOW_WEIGHTS = "bow_weights.npy"
+FILES = (CONFIG, VOCAB, ENCODER, BOW_WEIGHTS)
+COMPONENTS = ("neural", "bow", "model")
+
+BagOfWords = tuple[np.ndarray, np.ndarray]  # (vocabulary ids int64, L2-normalised weights float64)
+
+
+def _tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
+    yield from graph.initializer
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.HasField("t"):
+                yield attr.t
+            yield from attr.tensors
+            for sub in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
+                yield from _tensors(sub)
+
+
+def _session(data: bytes, source: str, threads: int | None) -> ort.InferenceSession:
+    """An onnxruntime session on the graph's bytes; refuses graphs that read external files."""
+    try:
+        graph = onnx.load_model_from_string(data)
+    except Exception as exc:  # protobuf raises its own DecodeError type
+        raise UserError(f"{source}: not a valid ONNX graph ({exc})") from None
+    if any(t.data_location == onnx.TensorProto.EXTERNAL for t in _tensors(graph.graph)):
+        raise UserError(f"{source}: the graph references external data files; refusing it")
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    if threads:
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+    try:
+        return ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # onnxruntime's own exception types
+        raise UserError(f"{source}: onnxruntime cannot load the graph ({exc})") from None
+
+
+def _json(data: bytes, source: str) -> Any:
+    try:
+        return json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise DataFormatError(source, "json", str(exc)) from None
+
+
+def _bow_weights(data: bytes, source: str, size: int) -> np.ndarray:
+    try:
+        weights = np.load(io.BytesIO(data), allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise UserError(f"{source}: not a plain .npy array ({exc})") from None
+    if weights.dtype != np.float32 or weights.shape != (size,):
+        raise UserError(f"{source}: expected float32 [{size}], got {weights.dtype} {list(weights.shape)}")
+    if not np.isfinite(weights).all():
+        raise UserError(f"{source}: weights must be finite")
+    return weights
+
+
+class ModelDirectory:
+    """An exported model: text pipeline, vocabulary, ONNX encoder, BOW weights and β."""
+
+    def __init__(
+        self,
+        path: Path,
+        config: ExportedConfig,
+        vocab: Vocabulary,
+        bow_weights: np.ndarray,
+        session: ort.InferenceSession,
+        batch_size: int = 64,
+    ) -> None:
+        self.path = path
+        self.config = config
+        self.vocab = vocab
+        self.bow_weights = bow_weights
+        self.session = session
+        self.batch_size = batch_size
+        self.preprocessor = Preprocessor(TextOptions.from_mapping(config.text, source=str(path / CONFIG)))
+
+    @classmethod
+    def load(cls, path: str | Path, *, threads: int | None = None, batch_size: int = 64) -> ModelDirectory:
+        """Verify manifest.json against every file, then load; UserError naming the bad file."""
+        path = Path(path)
+        files = read_verified(path, required=FILES)
+        config = parse_config(_json(files[CONFIG], str(path / CONFIG)), str(path / CONFIG))
+        vocab = Vocabulary.from_dict(_json(files[VOCAB], str(path / VOCAB)), str(path / VOCAB))
+        if len(vocab) != config.vocab_size:
+            raise UserError(f"{path / VOCAB}: {len(vocab)} tokens, {CONFIG} says {config.vocab_size}")
+        weights = _bow_weights(files[BOW_WEIGHTS], str(path / BOW_WEIGHTS), config.vocab_size)
+        session = _session(files[ENCODER], str(path / ENCODER), threads)
+        names = tuple(i.name for i in session.get_inputs())
+        if set(names) != set(config.inputs):
+            raise UserError(f"{path / ENCODER}: inputs {list(names)} differ from {CONFIG}'s {list(config.inputs)}")
+        out = session.get_outputs()[0]
+        if out.name != config.output or out.shape[-1] != config.dimension:
+            raise UserError(f"{path / ENCODER}: output {out.name} {out.shape} does not match {CONFIG}")
+        return cls(path, config, vocab, weights, session, batch_size)
+
+    # -- properties -----------------------------------------------------------------------------
+    @property
+    def model_type(self) -> str:
+        return self.config.model_type
+
+    @property
+    def similarity(self) -> str:
+        return self.config.similarity
+
+    @property
+    def dimension(self) -> int:
+        return self.config.dimension
+
+    @property
+    def fusion(self) -> dict[str, dict[str, float]]:
+        """Fusion β per first stage (``bm25``, ``lmdirichlet``, ``given``, ...)."""
+        return self.config.beta.fusion
+
+    # -- encodings ------------------------------------------------------------------------------
+    def token_ids(self, question: Question) -> tuple[list[int], list[int]]:
+        """Title and body ids capped at max_title / max_body (as the training Featurizer does)."""
+        title = self.vocab.ids(self.preprocessor.title_tokens(question))[: self.config.max_title]
+        body = self.vocab.ids(self.preprocessor.body_tokens(question))[: self.config.max_body]
+        return title, body
+
+    def _feed(self, encoded: Sequence[tuple[list[int], list[int]]]) -> dict[str, np.ndarray]:
+        feed: dict[str, np.ndarray] = {}
+        for part, cap in ((0, self.config.max_title), (1, self.config.max_body)):
+            rows = [e[part] for e in encoded]
+            width = max(1, max(len(r) for r in rows)) if self.config.dynamic_length else cap
+            ids = np.full((len(rows), width), PAD_ID, dtype=np.int64)
+            mask = np.zeros((len(rows), width), dtype=bool)
+            for i, row in enumerate(rows):
+                ids[i, : len(row)] = row
+                mask[i, : len(row)] = True
+            name = self.config.inputs[2 * part]
+            feed[name], feed[self.config.inputs[2 * part + 1]] = ids, mask
+        return feed
+
+    def vectors(self, questions: Sequence[Question]) -> np.ndarray:
+        """Neural vectors [N, D] float32, run in batches of ``batch_size``."""
+        out = np.zeros((len(questions), self.dimension), dtype=np.float32)
+        encoded = [self.token_ids(q) for q in questions]
+        for start in range(0, len(encoded), self.batch_size):
+            chunk = encoded[start : start + self.batch_size]
+            out[start : start + len(chunk)] = self.session.run([self.config.output], self._feed(chunk))[0]
+        return out
+
+    def bag_of_words(self, question: Question) -> BagOfWords:
+        """Sorted vocabulary ids and their L2-normalised weights tf·t."""
+        title, body = self.token_ids(question)
+        ids, counts = np.unique(np.asarray(title + body, dtype=np.int64), return_counts=True)
+        keep = ids != PAD_ID
+        ids, counts = ids[keep], counts[keep]
+        values = counts * self.bow_weights[ids].astype(np.float64)
+        norm = np.sqrt((values * values).sum())
+        return ids, (values / norm if norm > 0 else values)
+
+    def encode(self, questions: Sequence[Question]) -> dict[str, Any]:
+        """``neural`` [N, D] float32 and ``bow``: one (ids, weights) pair per question."""
+        return {"neural": self.vectors(questions), "bow": [self.bag_of_words(q) for q in questions]}
+
+    def terms(self, ids: np.ndarray) -> list[str]:
+        """The tokens of vocabulary ids (e.g. the keys of a ``rank_features`` field)."""
+        return [self.vocab.tokens[int(i)] for i in ids]
+
+    # -- scores ---------------------------------------------------------------------------------
+    def neural_similarity(self, query: np.ndarray, docs: np.ndarray) -> np.ndarray:
+        """Similarity of one query vector [D] to document vectors [N, D] → [N] float64."""
+        q = query.astype(np.float64)
+        d = docs.astype(np.float64)
+        if self.similarity == "manhattan":
+            return np.exp(-np.abs(d - q).sum(1))
+        qn = q / max(float(np.linalg.norm(q)), 1e-8)
+        dn = d / np.maximum(np.linalg.norm(d, axis=1, keepdims=True), 1e-8)
+        return dn @ qn
+
+    @staticmethod
+    def bow_similarity(query: BagOfWords, docs: Sequence[BagOfWords]) -> np.ndarray:
+        """Cosine of one normalised bag of words to each of ``docs`` → [N] float64."""
+        out = np.zeros(len(docs))
+        for i, (ids, values) in enumerate(docs):
+            _, qi, di = np.intersect1d(query[0], ids, assume_unique=True, return_indices=True)
+            out[i] = float((query[1][qi] * values[di]).sum())
+        return out
+
+    def model_score(self, neural: np.ndarray, bow: np.ndarray) -> np.ndarray:
+        beta = self.config.beta.model
+        return neural if beta is None else beta[0] * bow + beta[1] * neural
+
+    def fusion_stage(self, first_stage: str | None = None) -> str:
+        """The first stage whose β to use: the one asked for, else the training default."""
+        stages = self.fusion
+        if not stages:
+            raise UserError(f"{self.path / CONFIG}: the model has no fusion weights (β)")
+        name = first_stage or self.config.beta.fusion_default or next(iter(stages))
+        if name not in stages:
+            raise UserError(f"no fusion weights for first stage {name!r}; the model has {sorted(stages)}")
+        return name
+
+    def rerank(
+        self,
+        query: Question,
+        docs: Sequence[Question],
+        first_stage_scores: Sequence[float] | None = None,
+        first_stage: str | None = None,
+    ) -> dict[str, np.ndarray]:
+        """Scores of ``docs`` for ``query``: ``neural``, ``bow``, ``model`` and, given first-stage
+        scores (one per doc, higher is better), ``fused`` with that first stage's β."""
+        if first_stage_scores is not None and len(first_stage_scores) != len(docs):
+            raise UserError(f"{len(first_stage_scores)} first-stage scores for {len(docs)} documents")
+        if not docs:
+            names = COMPONENTS + (("fused",) if first_stage_scores is not None else ())
+            return {name: np.zeros(0) for name in names}
+        vectors = self.vectors([query, *docs])
+        neural = self.neural_similarity(vectors[0], vectors[1:])
+        bow = self.bow_similarity(self.bag_of_words(query), [self.bag_of_words(d) for d in docs])
+        out = {"neural": neural, "bow": bow, "model": self.model_score(neural, bow)}
+        if first_stage_scores is not None:
+            weights = self.fusion[self.fusion_stage(first_stage)]
+            features = {"first_stage": np.asarray(first_stage_scores, dtype=np.float64), "bow": bow,
+                        "neural": neural}
+            out["fused"] = fuse(features, weights)
+        return out
+
+
+__all__ = ["BOW_WEIGHTS", "CONFIG", "ENCODER", "FILES", "MANIFEST", "VOCAB", "BagOfWords", "ModelDirectory"]

@@ -1,0 +1,153 @@
+"""The encoder as an ONNX graph, checked against torch on several input shapes.
+
+The graph maps (title_ids, title_mask, body_ids, body_mask) to the neural vector [B, D]; the BOW
+path needs no graph (it is a lookup in the exported weights). Export is by tracing
+(``torch.onnx.export(dynamo=False, opset_version=17)``): Python control flow on shapes is frozen
+at trace time, so a graph with dynamic sequence lengths is only kept when onnxruntime matches
+torch on every probe shape (caps, a batch's own widths, title longer than body, a single
+question); otherwise the graph is re-exported at the fixed padded lengths max_title / max_body,
+which every model type supports. The batch axis is dynamic in both.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import torch
+
+from es_plugin_bridge.data.types import Question
+from es_plugin_bridge.errors import UserError
+from es_plugin_bridge.models import QuestionSimilarityModel
+from es_plugin_bridge.training.featurize import Featurizer
+
+OPSET = 17
+INPUTS = ("title_ids", "title_mask", "body_ids", "body_mask")
+OUTPUT = "neural"
+
+
+class _Encoder(torch.nn.Module):
+    """Flat-tensor wrapper: the four inputs → the neural vector."""
+
+    def __init__(self, model: QuestionSimilarityModel) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, title_ids, title_mask, body_ids, body_mask):  # noqa: ANN001, ANN201
+        return self.model.encode(title_ids, title_mask, body_ids, body_mask)["neural"]
+
+
+@dataclass
+class Probe:
+    """One verification batch: its name, the questions and whether to pad to the caps."""
+
+    name: str
+    questions: list[Question]
+    fixed: bool
+
+
+def probes(questions: list[Question]) -> list[Probe]:
+    """The shapes a dynamic-length graph must get right; the first is the recorded comparison."""
+    titles = [Question(f"{q.id}#title-only", q.title, "") for q in questions[:16]]
+    return [
+        Probe("caps", questions, True),
+        Probe("natural", questions, False),
+        Probe("titles", titles, False),
+        Probe("single", questions[:1], False),
+    ]
+
+
+def _batch(featurizer: Featurizer, questions: list[Question], fixed: bool) -> dict[str, torch.Tensor]:
+    batch = featurizer.batch(questions)
+    if not fixed:
+        return batch
+    caps = {"title": featurizer.max_title, "body": featurizer.max_body}
+    return {
+        key: torch.nn.functional.pad(value, (0, caps[key.split("_")[0]] - value.shape[1]))
+        for key, value in batch.items()
+    }
+
+
+def export_encoder(
+    model: QuestionSimilarityModel,
+    featurizer: Featurizer,
+    questions: list[Question],
+    path: Path,
+    dynamic: bool,
+) -> None:
+    """Trace the encoder on a real batch at the caps and write ``path`` (checked by onnx.checker)."""
+    example = _batch(featurizer, questions, fixed=True)
+    axes: dict[str, dict[int, str]] = {OUTPUT: {0: "batch"}}
+    for name in INPUTS:
+        axes[name] = {0: "batch", 1: f"{name.split('_')[0]}_length"} if dynamic else {0: "batch"}
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")  # tracer warnings about frozen shapes: the probes decide
+        torch.onnx.export(
+            _Encoder(model).eval(),
+            tuple(example[name] for name in INPUTS),
+            str(path),
+            dynamo=False,
+            opset_version=OPSET,
+            input_names=list(INPUTS),
+            output_names=[OUTPUT],
+            dynamic_axes=axes,
+        )
+    onnx.checker.check_model(str(path))
+
+
+def compare(
+    model: QuestionSimilarityModel, featurizer: Featurizer, path: Path, checks: list[Probe], threads: int = 1
+) -> dict[str, float]:
+    """Max |onnxruntime − torch| of the neural vectors per probe (inf when onnxruntime fails).
+
+    The torch side is what ``NeuralScorer`` computes: each batch at its own natural widths.
+    """
+    options = ort.SessionOptions()
+    options.log_severity_level = 4
+    options.intra_op_num_threads = threads
+    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    diffs: dict[str, float] = {}
+    for probe in checks:
+        with torch.no_grad():
+            expected = model.encode(**featurizer.batch(probe.questions))["neural"].numpy()
+        feed = {k: v.numpy() for k, v in _batch(featurizer, probe.questions, probe.fixed).items()}
+        try:
+            got = session.run([OUTPUT], feed)[0]
+        except Exception:  # onnxruntime raises its own types for shapes a frozen graph cannot take
+            diffs[probe.name] = float("inf")
+            continue
+        same_shape = got.shape == expected.shape
+        diffs[probe.name] = float(np.abs(got - expected).max()) if same_shape else float("inf")
+    return diffs
+
+
+def export_verified(
+    model: QuestionSimilarityModel,
+    featurizer: Featurizer,
+    questions: list[Question],
+    path: Path,
+    tolerance: float,
+) -> tuple[bool, dict[str, float]]:
+    """Export with dynamic lengths if every probe matches, else at fixed lengths; abort if that fails too.
+
+    Returns (dynamic_length, max abs diff per probe of the kept graph).
+    """
+    checks = probes(questions)
+    export_encoder(model, featurizer, questions, path, dynamic=True)
+    diffs = compare(model, featurizer, path, checks)
+    if all(d <= tolerance for d in diffs.values()):
+        return True, diffs
+    export_encoder(model, featurizer, questions, path, dynamic=False)
+    fixed = [Probe(p.name, p.questions, True) for p in checks]
+    diffs = compare(model, featurizer, path, fixed)
+    worst = max(diffs, key=diffs.__getitem__)
+    if diffs[worst] > tolerance:
+        raise UserError(
+            f"the ONNX encoder does not match torch: max |onnxruntime − torch| = {diffs[worst]:.3g} "
+            f"> {tolerance:g} on the {worst!r} batch; nothing was written"
+        )
+    return False, diffs
