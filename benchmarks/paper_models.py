@@ -282,6 +282,7 @@ def main() -> None:
     parser.add_argument("--types", default=",".join(TYPES))
     parser.add_argument("--datasets", default="askubuntu,semeval")
     parser.add_argument("--budget", type=int, default=300, help="training seconds per run")
+    parser.add_argument("--budgets", default="", help="per-type budgets, e.g. bow-cnn=900,cnn=600")
     parser.add_argument("--patience", type=int, default=4)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument(

@@ -36,7 +36,7 @@ from es_plugin_bridge.serving.model_dir import BOW_WEIGHTS, CONFIG, ENCODER, VOC
 from es_plugin_bridge.training import checkpoint as ckpt
 from es_plugin_bridge.training.featurize import Featurizer
 from es_plugin_bridge.training.scorer import NeuralScorer
-from exporters.manifest import MANIFEST, write_manifest
+from exporters.manifest import write_manifest
 from exporters.onnx_graph import INPUTS, OPSET, OUTPUT, export_verified
 
 SAMPLES = Path(es_plugin_bridge.__file__).parent / "samples"
@@ -252,5 +252,5 @@ def export_checkpoint(
     )
 
 
-__all__ = ["MANIFEST", "ExportResult", "check_target", "export_checkpoint", "load_source",
+__all__ = ["ExportResult", "check_target", "export_checkpoint", "load_source",
            "verification_questions"]

@@ -84,7 +84,7 @@ def read_verified(directory: Path, required: tuple[str, ...] = ()) -> dict[str, 
             raise UserError(f"{directory / MANIFEST}: does not list the required file {name}")
     present = {p.name for p in directory.iterdir()} - {MANIFEST}
     for name in sorted(present - set(files)):
-        raise UserError(f"{directory / name}: not listed in {MANIFEST}; refusing a directory with extra files")
+        raise UserError(f"{directory / name}: not listed in {MANIFEST}; refusing a directory with extra file")
     contents: dict[str, bytes] = {}
     for name, entry in sorted(files.items()):
         path = directory / name

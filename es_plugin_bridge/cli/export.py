@@ -7,9 +7,10 @@ from pathlib import Path
 import click
 
 
-@click.command("export-onnx")
-@click.argument("checkpoint", type=click.Path(path_type=Path))
-@click.option("--out", required=True, type=click.Path(path_type=Path), help="Model directory to write.")
+@click.command("export-onnx", context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("checkpoint", metavar="CHECKPOINT_DIR", type=click.Path(path_type=Path))
+@click.option("--out", required=True, metavar="MODEL_DIR", type=click.Path(path_type=Path),
+              help="Model directory to write (atomically).")
 @click.option("--force", is_flag=True, help="Replace a non-empty --out directory.")
 @click.option("--verify-data", "verify_specs", multiple=True, metavar="SPEC",
               help="FORMAT:PATH of real questions to compare ONNX with torch on (default: shipped samples).")

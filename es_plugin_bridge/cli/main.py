@@ -31,6 +31,7 @@ def _register() -> None:
     _add("es_plugin_bridge.cli.demo", "demo")
     _add("es_plugin_bridge.cli.train", "train")
     _add("es_plugin_bridge.cli.split", "split")
+    _add("es_plugin_bridge.cli.export", "export_onnx_command")
     _add("es_plugin_bridge.cli.embeddings", "embeddings_command")
 
 

@@ -123,13 +123,18 @@ class ModelDirectory:
             raise UserError(f"{path / VOCAB}: {len(vocab)} tokens, {CONFIG} says {config.vocab_size}")
         weights = _bow_weights(files[BOW_WEIGHTS], str(path / BOW_WEIGHTS), config.vocab_size)
         session = _session(files[ENCODER], str(path / ENCODER), threads)
-        names = tuple(i.name for i in session.get_inputs())
-        if set(names) != set(config.inputs):
-            raise UserError(f"{path / ENCODER}: inputs {list(names)} differ from {CONFIG}'s {list(config.inputs)}")
-        out = session.get_outputs()[0]
-        if out.name != config.output or out.shape[-1] != config.dimension:
-            raise UserError(f"{path / ENCODER}: output {out.name} {out.shape} does not match {CONFIG}")
-        return cls(path, config, vocab, weights, session, batch_size)
+        names = sorted(i.name for i in session.get_inputs())
+        if names != sorted(config.inputs) or [o.name for o in session.get_outputs()] != [config.output]:
+            raise UserError(f"{path / ENCODER}: inputs/outputs differ from those in {CONFIG}")
+        loaded = cls(path, config, vocab, weights, session, batch_size)
+        try:  # one real run, so a graph that cannot serve fails here rather than on the first request
+            shape = loaded.vectors([Question("load-check", "load check", "")]).shape
+        except ValueError as exc:  # numpy: the graph's output does not fit [1, dimension]
+            raise UserError(f"{path / ENCODER}: output does not have {CONFIG}'s dimension ({exc})") from None
+        except Exception as exc:  # onnxruntime's own error types
+            raise UserError(f"{path / ENCODER}: the graph fails on a test input ({exc})") from None
+        assert shape == (1, config.dimension)
+        return loaded
 
     # -- properties -----------------------------------------------------------------------------
     @property
@@ -240,8 +245,11 @@ class ModelDirectory:
     ) -> dict[str, np.ndarray]:
         """Scores of ``docs`` for ``query``: ``neural``, ``bow``, ``model`` and, given first-stage
         scores (one per doc, higher is better), ``fused`` with that first stage's β."""
-        if first_stage_scores is not None and len(first_stage_scores) != len(docs):
-            raise UserError(f"{len(first_stage_scores)} first-stage scores for {len(docs)} documents")
+        if first_stage_scores is not None:
+            if len(first_stage_scores) != len(docs):
+                raise UserError(f"{len(first_stage_scores)} first-stage scores for {len(docs)} documents")
+            if not np.isfinite(np.asarray(first_stage_scores, dtype=np.float64)).all():
+                raise UserError("first-stage scores must be finite numbers")
         if not docs:
             names = COMPONENTS + (("fused",) if first_stage_scores is not None else ())
             return {name: np.zeros(0) for name in names}
