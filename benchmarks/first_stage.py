@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import re
 import shutil
 import subprocess
@@ -31,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _machine import load_average, machine  # benchmarks/ is on sys.path when run as a script
 
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.engines import SIMILARITIES, EmbeddedIndex
@@ -122,27 +121,14 @@ def jvm_timer(searcher: Any) -> Any | None:
     return jpype.JClass("FirstStageTimer", loader=loader)
 
 
-def machine(tokens_desc: str) -> dict[str, Any]:
+def machine_info(tokens_desc: str) -> dict[str, Any]:
     java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()
-    cpu = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if line.startswith("model name")
-        ),
-        platform.processor(),
+    return machine(
+        numpy=np.__version__,
+        java=java[0] if java else "",
+        lucene_jars=[Path(j).name for j in lucene_bridge.lucene_jars()],
+        tokenizer=tokens_desc,
     )
-    return {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "java": java[0] if java else "",
-        "lucene_jars": [Path(j).name for j in lucene_bridge.lucene_jars()],
-        "platform": platform.platform(),
-        "tokenizer": tokens_desc,
-        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
-    }
 
 
 def main() -> None:
@@ -154,7 +140,7 @@ def main() -> None:
     args = parser.parse_args()
 
     tokens, tokens_desc = tokenizer()
-    report: dict[str, Any] = {"command": "python " + " ".join(sys.argv), "machine": machine(tokens_desc)}
+    report: dict[str, Any] = {"command": "python " + " ".join(sys.argv), "machine": machine_info(tokens_desc)}
     titles, query_texts = load(args.queries)
     start = time.perf_counter()
     docs = [tokens(t) for t in titles]
@@ -205,7 +191,7 @@ def main() -> None:
         print_row(name, row)
     report["results"] = results
     report["targets"] = targets(results)
-    report["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    report["machine"]["load_average_at_end"] = load_average()
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps(report["targets"], indent=2))
     print(f"wrote {args.out}")

@@ -119,8 +119,10 @@ def train_args(model_type: str, args: argparse.Namespace) -> list[str]:
     return extra
 
 
-def askubuntu(model_type: str, paths: dict[str, Path], out: Path, args: argparse.Namespace) -> None:
-    au, run_dir = paths["au"], out / f"askubuntu-{model_type}"
+def train_once(
+    model_type: str, run_dir: Path, train: str, dev: str, embeddings: Path, extra: list[str]
+) -> Path:
+    """``esrerank train`` into ``run_dir/model``, unless an earlier run already finished it."""
     model = run_dir / "model"
     run_dir.mkdir(parents=True, exist_ok=True)
     if not (model / "config.json").is_file():
@@ -131,105 +133,95 @@ def askubuntu(model_type: str, paths: dict[str, Path], out: Path, args: argparse
                 "--model-type",
                 model_type,
                 "--train",
-                f"pairs:{au / 'train.tsv'}",
+                train,
                 "--dev",
-                f"pairs:{au / 'dev.tsv'}",
+                dev,
                 "--out",
                 str(model),
                 "--embeddings",
-                str(paths["w2v_au"]),
-                "--examples-per-epoch",
-                "3000",
-                *train_args(model_type, args),
+                str(embeddings),
+                *extra,
             ],
             run_dir / "train.log",
         )
+    return model
+
+
+def evaluate(model: Path, run_dir: Path, task: str, *data: str) -> None:
+    """``esrerank evaluate --task TASK`` of ``model``, into ``run_dir/TASK.json`` (log: ``TASK.log``)."""
     run(
         [
             ESRERANK,
             "evaluate",
             "--task",
-            "retrieval",
-            "--queries",
-            f"pairs:{au / 'test.tsv'}",
-            "--corpus",
-            f"pairs:{au / 'train.tsv'}",
-            "--corpus",
-            f"pairs:{au / 'dev.tsv'}",
-            "--rankers",
-            "bm25,lmdirichlet,model,fused",
+            task,
+            *data,
             "--model",
             str(model),
             "--json",
-            str(run_dir / "retrieval.json"),
+            str(run_dir / f"{task}.json"),
             "--no-progress",
         ],
-        run_dir / "retrieval.log",
+        run_dir / f"{task}.log",
     )
-    run(
-        [
-            ESRERANK,
-            "evaluate",
-            "--task",
-            "classify",
-            "--data",
-            f"pairs:{au / 'test.tsv'}",
-            "--dev",
-            f"pairs:{au / 'dev.tsv'}",
-            "--rankers",
-            "bm25,model",
-            "--model",
-            str(model),
-            "--json",
-            str(run_dir / "classify.json"),
-            "--no-progress",
-        ],
-        run_dir / "classify.log",
+
+
+def askubuntu(model_type: str, paths: dict[str, Path], out: Path, args: argparse.Namespace) -> None:
+    au, run_dir = paths["au"], out / f"askubuntu-{model_type}"
+    model = train_once(
+        model_type,
+        run_dir,
+        f"pairs:{au / 'train.tsv'}",
+        f"pairs:{au / 'dev.tsv'}",
+        paths["w2v_au"],
+        ["--examples-per-epoch", "3000", *train_args(model_type, args)],
+    )
+    evaluate(
+        model,
+        run_dir,
+        "retrieval",
+        "--queries",
+        f"pairs:{au / 'test.tsv'}",
+        "--corpus",
+        f"pairs:{au / 'train.tsv'}",
+        "--corpus",
+        f"pairs:{au / 'dev.tsv'}",
+        "--rankers",
+        "bm25,lmdirichlet,model,fused",
+    )
+    evaluate(
+        model,
+        run_dir,
+        "classify",
+        "--data",
+        f"pairs:{au / 'test.tsv'}",
+        "--dev",
+        f"pairs:{au / 'dev.tsv'}",
+        "--rankers",
+        "bm25,model",
     )
 
 
 def semeval(model_type: str, paths: dict[str, Path], out: Path, args: argparse.Namespace) -> None:
     se, run_dir = paths["se"], out / f"semeval-{model_type}"
-    model = run_dir / "model"
-    run_dir.mkdir(parents=True, exist_ok=True)
-    if not (model / "config.json").is_file():
-        run(
-            [
-                ESRERANK,
-                "train",
-                "--model-type",
-                model_type,
-                # Early stopping and β are tuned on train-part2, so the dev file the table
-                # reports on is never tuned on (the official test file is not available here).
-                "--train",
-                f"semeval:{se / 'SemEval2016-Task3-CQA-QL-train-part1-v1.1.xml'}",
-                "--dev",
-                f"semeval:{se / 'SemEval2016-Task3-CQA-QL-train-part2.xml'}",
-                "--out",
-                str(model),
-                "--embeddings",
-                str(paths["w2v_se"]),
-                *train_args(model_type, args),
-            ],
-            run_dir / "train.log",
-        )
-    run(
-        [
-            ESRERANK,
-            "evaluate",
-            "--task",
-            "rerank",
-            "--data",
-            f"semeval:{se / 'SemEval2016-Task3-CQA-QL-dev.xml'}",
-            "--rankers",
-            "given,bm25,lmdirichlet,model,fused",
-            "--model",
-            str(model),
-            "--json",
-            str(run_dir / "rerank.json"),
-            "--no-progress",
-        ],
-        run_dir / "rerank.log",
+    # Early stopping and β are tuned on train-part2, so the dev file the table
+    # reports on is never tuned on (the official test file is not available here).
+    model = train_once(
+        model_type,
+        run_dir,
+        f"semeval:{se / 'SemEval2016-Task3-CQA-QL-train-part1-v1.1.xml'}",
+        f"semeval:{se / 'SemEval2016-Task3-CQA-QL-train-part2.xml'}",
+        paths["w2v_se"],
+        train_args(model_type, args),
+    )
+    evaluate(
+        model,
+        run_dir,
+        "rerank",
+        "--data",
+        f"semeval:{se / 'SemEval2016-Task3-CQA-QL-dev.xml'}",
+        "--rankers",
+        "given,bm25,lmdirichlet,model,fused",
     )
 
 

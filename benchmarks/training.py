@@ -31,8 +31,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import random
 import sys
 import tempfile
@@ -43,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from _machine import load_average, machine  # benchmarks/ is on sys.path when run as a script
 from tqdm import tqdm
 
 from es_plugin_bridge.data.spec import read_spec
@@ -345,26 +344,13 @@ def rcnn_pretrain_epoch(corpus: Dataset, dev: Dataset, args: argparse.Namespace,
 
 
 # -- report ---------------------------------------------------------------------------------------
-def machine(threads: int) -> dict[str, Any]:
-    cpu = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if line.startswith("model name")
-        ),
-        platform.processor(),
+def machine_info(threads: int) -> dict[str, Any]:
+    return machine(
+        torch=torch.__version__,
+        torch_threads=torch.get_num_threads(),
+        torch_interop_threads=torch.get_num_interop_threads(),
+        threads_requested=threads,
     )
-    return {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "torch": torch.__version__,
-        "torch_threads": torch.get_num_threads(),
-        "torch_interop_threads": torch.get_num_interop_threads(),
-        "threads_requested": threads,
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
-    }
 
 
 def print_throughput(rows: dict[str, dict[str, Any]]) -> None:
@@ -429,7 +415,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     report: dict[str, Any] = {
         "command": "python " + " ".join(sys.argv),
-        "machine": machine(args.threads),
+        "machine": machine_info(args.threads),
         "settings": {k: v for k, v in vars(args).items() if k != "out"}
         | {"warmup_steps": WARMUP_STEPS, "inference_batch": INFERENCE_BATCH, "split": SPLIT_SIZES},
     }
@@ -467,7 +453,7 @@ def main() -> None:
         print_pretraining(report["rcnn_pretraining"])
 
     report["total_seconds"] = round(time.perf_counter() - started, 1)
-    report["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    report["machine"]["load_average_at_end"] = load_average()
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     print(f"\ntotal {report['total_seconds']:.0f} s; wrote {args.out}")
 

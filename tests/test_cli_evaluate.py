@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from es_plugin_bridge.cli.main import main
 from es_plugin_bridge.evaluation.report import write_atomic
 
 SAMPLES = Path(__file__).resolve().parents[1] / "es_plugin_bridge" / "samples"
@@ -17,17 +16,6 @@ SEMEVAL_DEV = SAMPLES / "semeval2016-task3" / "SemEval2016-Task3-CQA-QL-dev.xml"
 TITLES = SAMPLES / "askubuntu-pairs" / "train_titles.tsv"
 VAL = SAMPLES / "askubuntu-pairs" / "val.tsv"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-
-
-def run(argv: list[str], capsys) -> tuple[int, str, str]:
-    """Call the console script's entry point in process: (exit code, stdout, stderr)."""
-    try:
-        main(argv)
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def lines_of(path: Path, start: int, stop: int, out: Path) -> Path:
@@ -59,14 +47,13 @@ def test_rerank_through_the_console_entry_point(tmp_path):
     assert "71.35" in proc.stdout and "given" in proc.stdout
 
 
-def test_retrieval_with_corpus_files(tmp_path, capsys):
+def test_retrieval_with_corpus_files(tmp_path, cli):
     queries = lines_of(TITLES, 0, 1500, tmp_path / "queries.tsv")
     corpus = lines_of(TITLES, 1500, 4000, tmp_path / "corpus.tsv")
     per_query = tmp_path / "runs" / "retrieval.jsonl"
-    code, out, err = run(["evaluate", "--task", "retrieval", "--queries", f"pairs:{queries}",
+    code, out, err = cli(["evaluate", "--task", "retrieval", "--queries", f"pairs:{queries}",
                           "--corpus", f"pairs:{corpus}", "--rankers", "bm25,tfidf", "--json",
-                          str(tmp_path / "retrieval.json"), "--per-query", str(per_query), "--no-progress"],
-                         capsys)
+                          str(tmp_path / "retrieval.json"), "--per-query", str(per_query), "--no-progress"])
     assert code == 0, err
     data = json.loads((tmp_path / "retrieval.json").read_text())
     n_duplicates = sum(line.startswith("duplicate\t") for line in queries.read_text().splitlines())
@@ -77,11 +64,11 @@ def test_retrieval_with_corpus_files(tmp_path, capsys):
     assert "distinct questions" in out
 
 
-def test_classify_with_first_stage_rankers(tmp_path, capsys):
+def test_classify_with_first_stage_rankers(tmp_path, cli):
     dev = lines_of(VAL, 0, 400, tmp_path / "dev.tsv")
     test = lines_of(VAL, 400, 1000, tmp_path / "test.tsv")
-    code, _, err = run(["evaluate", "--task", "classify", "--data", f"pairs:{test}", "--dev", f"pairs:{dev}",
-                        "--rankers", "bm25", "--json", str(tmp_path / "c.json"), "--no-progress"], capsys)
+    code, _, err = cli(["evaluate", "--task", "classify", "--data", f"pairs:{test}", "--dev", f"pairs:{dev}",
+                        "--rankers", "bm25", "--json", str(tmp_path / "c.json"), "--no-progress"])
     assert code == 0, err
     data = json.loads((tmp_path / "c.json").read_text())
     assert data["task"] == "classify" and data["n_queries"] == 600
@@ -124,11 +111,11 @@ def _bad_tsv(tmp_path: Path) -> Path:
          "ranker 'dfr' is not in --rankers"),
     ],
 )
-def test_bad_input_gives_one_error_line_and_no_output(tmp_path, capsys, argv, message):
+def test_bad_input_gives_one_error_line_and_no_output(tmp_path, cli, argv, message):
     bad = _bad_tsv(tmp_path)
     out = tmp_path / "out.json"
     argv = [a.replace("{bad}", str(bad)) for a in argv]
-    code, _, err = run(["evaluate", *argv, "--json", str(out), "--no-progress"], capsys)
+    code, _, err = cli(["evaluate", *argv, "--json", str(out), "--no-progress"])
     assert code != 0
     assert len(err.strip().splitlines()) == 1, err
     assert err.startswith("error: ") and message in err
@@ -149,17 +136,17 @@ def test_atomic_write_keeps_the_previous_file_on_error(tmp_path):
     assert list(tmp_path.iterdir()) == [target]
 
 
-def test_similarity_parameters_change_the_ranking(tmp_path, capsys):
+def test_similarity_parameters_change_the_ranking(tmp_path, cli):
     base = ["evaluate", "--task", "rerank", "--data", f"semeval:{SEMEVAL_DEV}", "--rankers", "bm25",
             "--no-progress", "--json"]
-    assert run([*base, str(tmp_path / "default.json")], capsys)[0] == 0
-    assert run([*base, str(tmp_path / "b0.json"), "--param", "bm25.b=0"], capsys)[0] == 0
+    assert cli([*base, str(tmp_path / "default.json")])[0] == 0
+    assert cli([*base, str(tmp_path / "b0.json"), "--param", "bm25.b=0"])[0] == 0
     default = json.loads((tmp_path / "default.json").read_text())["rankers"]["bm25"]
     no_length_norm = json.loads((tmp_path / "b0.json").read_text())["rankers"]["bm25"]
     assert default != no_length_norm  # b = 0 ignores document length: another ranking
 
 
-def test_help_lists_the_tasks(capsys):
-    code, out, _ = run(["evaluate", "--help"], capsys)
+def test_help_lists_the_tasks(cli):
+    code, out, _ = cli(["evaluate", "--help"])
     assert code == 0
     assert "rerank|retrieval|classify" in out

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from es_plugin_bridge.cli.main import main
 from es_plugin_bridge.data.spec import read_spec
 from es_plugin_bridge.data.split import split_pairs
 
@@ -25,13 +24,11 @@ def test_no_duplicate_crosses_splits_and_sizes_hold():
                     assert where.setdefault(q, name) == name, "a duplicate cluster crosses splits"
 
 
-def test_split_command_is_deterministic_and_round_trips(tmp_path):
+def test_split_command_is_deterministic_and_round_trips(tmp_path, cli):
     for out in ("a", "b"):
-        try:
-            main(["split", f"pairs:{TITLES}", "--out-dir", str(tmp_path / out),
-                  "--dev", "500", "--test", "500"])
-        except SystemExit as exc:
-            assert exc.code in (0, None)
+        code, _, err = cli(["split", f"pairs:{TITLES}", "--out-dir", str(tmp_path / out),
+                            "--dev", "500", "--test", "500"])
+        assert code == 0, err
     for name in ("train", "dev", "test"):
         assert (tmp_path / "a" / f"{name}.tsv").read_bytes() == (tmp_path / "b" / f"{name}.tsv").read_bytes()
     total = sum(len(read_spec(f"pairs:{tmp_path / 'a' / n}.tsv").pairs) for n in ("train", "dev", "test"))

@@ -71,16 +71,6 @@ def semeval():
     return read_spec(f"semeval:{SEMEVAL_DEV}").queries[:12]
 
 
-def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:
-    try:
-        export_main(argv)
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 @pytest.mark.parametrize("model_type", list(TYPES))
 def test_onnx_scores_equal_neural_scorer_on_real_questions(model_type, checkpoints, exported, semeval):
     model, featurizer, source = load_checkpoint(checkpoints[model_type])
@@ -199,19 +189,19 @@ def test_missing_manifest_is_refused(exported, tmp_path):
         ModelDirectory.load(directory)
 
 
-def test_non_empty_out_needs_force(checkpoints, tmp_path, capsys):
+def test_non_empty_out_needs_force(checkpoints, tmp_path, cli):
     out = tmp_path / "model"
     out.mkdir()
     (out / "stale.txt").write_text("old")
-    code, _, err = run_cli([str(checkpoints["gru"]), "--out", str(out), "--quiet"], capsys)
+    code, _, err = cli([str(checkpoints["gru"]), "--out", str(out), "--quiet"], export_main)
     assert code == 2 and "--force" in err and len(err.strip().splitlines()) == 1
     assert [p.name for p in out.iterdir()] == ["stale.txt"]
-    code, _, err = run_cli([str(checkpoints["gru"]), "--out", str(out), "--force", "--quiet"], capsys)
+    code, _, err = cli([str(checkpoints["gru"]), "--out", str(out), "--force", "--quiet"], export_main)
     assert code == 0, err
     assert not (out / "stale.txt").exists()
     assert ModelDirectory.load(out).model_type == "gru"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]  # no temp or backup dirs left
-    code, _, err = run_cli([str(checkpoints["gru"]), "--out", str(checkpoints["gru"]), "--force"], capsys)
+    code, _, err = cli([str(checkpoints["gru"]), "--out", str(checkpoints["gru"]), "--force"], export_main)
     assert code == 2 and "would replace the checkpoint" in err
     assert (checkpoints["gru"] / "model.safetensors").is_file()
 
@@ -239,19 +229,19 @@ def _not_a_checkpoint(ckpt: Path) -> str:
 
 
 @pytest.mark.parametrize("damage", [_truncate_weights, _drop_vocab, _drop_weights, _not_a_checkpoint])
-def test_bad_checkpoint_gives_one_line_error_and_writes_nothing(damage, checkpoints, tmp_path, capsys):
+def test_bad_checkpoint_gives_one_line_error_and_writes_nothing(damage, checkpoints, tmp_path, cli):
     ckpt = tmp_path / "ckpt"
     shutil.copytree(checkpoints["gru"], ckpt)
     name = damage(ckpt)
-    code, out, err = run_cli([str(ckpt), "--out", str(tmp_path / "model")], capsys)
+    code, out, err = cli([str(ckpt), "--out", str(tmp_path / "model")], export_main)
     assert code == 2
     assert name in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt"]
 
 
-def test_mismatch_beyond_tolerance_aborts_without_output(checkpoints, tmp_path, capsys):
+def test_mismatch_beyond_tolerance_aborts_without_output(checkpoints, tmp_path, cli):
     argv = [str(checkpoints["gru"]), "--out", str(tmp_path / "m"), "--tolerance", "1e-12"]
-    code, _, err = run_cli(argv, capsys)
+    code, _, err = cli(argv, export_main)
     assert code == 2 and "does not match torch" in err
     assert list(tmp_path.iterdir()) == []
 

@@ -11,7 +11,6 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from es_plugin_bridge.cli.main import main
 from es_plugin_bridge.data.spec import read_spec
 from es_plugin_bridge.training.examples import build_training_set
 from es_plugin_bridge.training.scorer import NeuralScorer
@@ -21,16 +20,6 @@ SAMPLES = Path(__file__).resolve().parents[1] / "es_plugin_bridge" / "samples"
 SEMEVAL_DEV = SAMPLES / "semeval2016-task3" / "SemEval2016-Task3-CQA-QL-dev.xml"
 TITLES = SAMPLES / "askubuntu-pairs" / "train_titles.tsv"
 SMALL = ["--hyper", "conv_units=40", "--embedding-dim", "24", "--quiet", "--threads", "1"]
-
-
-def run(argv: list[str], capsys) -> tuple[int, str, str]:
-    try:
-        main(argv)
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture(scope="module")
@@ -143,19 +132,19 @@ def test_semeval_training_uses_irrelevant_candidates_as_hard_negatives():
     assert sum(len(v) for v in data.hard_negatives.values()) == 286
 
 
-def test_model_and_fused_rankers_evaluate_from_the_cli(trained, split_files, tmp_path, capsys):
+def test_model_and_fused_rankers_evaluate_from_the_cli(trained, split_files, tmp_path, cli):
     out = tmp_path / "rerank.json"
-    code, _, err = run(["evaluate", "--task", "rerank", "--data", f"semeval:{SEMEVAL_DEV}",
+    code, _, err = cli(["evaluate", "--task", "rerank", "--data", f"semeval:{SEMEVAL_DEV}",
                         "--rankers", "given,bm25,model,fused", "--model", str(trained), "--json", str(out),
-                        "--no-progress"], capsys)
+                        "--no-progress"])
     assert code == 0, err
     result = json.loads(out.read_text())
     assert set(result["rankers"]) == {"given", "bm25", "model", "fused"}
     assert all(0 <= v <= 100 for r in result["rankers"].values() for v in r.values())
     out = tmp_path / "retrieval.json"
-    code, _, err = run(["evaluate", "--task", "retrieval", "--queries", f"pairs:{split_files['dev']}",
+    code, _, err = cli(["evaluate", "--task", "retrieval", "--queries", f"pairs:{split_files['dev']}",
                         "--corpus", f"pairs:{split_files['train']}", "--rankers", "bm25,model,fused",
-                        "--model", str(trained), "--json", str(out), "--no-progress"], capsys)
+                        "--model", str(trained), "--json", str(out), "--no-progress"])
     assert code == 0, err
     assert set(json.loads(out.read_text())["rankers"]["fused"]) == {"acc@1", "acc@5", "acc@10", "mrr@10"}
 
@@ -169,11 +158,11 @@ def test_model_and_fused_rankers_evaluate_from_the_cli(trained, split_files, tmp
         (["--model-type", "cnn", "--hyper", "no_such=1"], "no_such"),
     ],
 )
-def test_bad_train_arguments_give_one_line_errors(argv, message, split_files, tmp_path, capsys):
+def test_bad_train_arguments_give_one_line_errors(argv, message, split_files, tmp_path, cli):
     base = ["train", "--train", f"pairs:{split_files['train']}", "--out", str(tmp_path / "m"), *SMALL]
     if "--dev" not in argv:
         base += ["--dev", f"pairs:{split_files['dev']}"]
-    code, _, err = run(base + argv, capsys)
+    code, _, err = cli(base + argv)
     assert code != 0
     assert message in err
     assert "Traceback" not in err
@@ -181,12 +170,12 @@ def test_bad_train_arguments_give_one_line_errors(argv, message, split_files, tm
     assert not (tmp_path / "m" / "config.json").exists()
 
 
-def test_training_data_without_a_duplicate_fails_clearly(split_files, tmp_path, capsys):
+def test_training_data_without_a_duplicate_fails_clearly(split_files, tmp_path, cli):
     negatives_only = tmp_path / "neg.tsv"
     negatives_only.write_text("".join(line for line in split_files["train"].read_text().splitlines(True)
                                       if line.startswith("non-duplicate")), encoding="utf-8")
-    code, _, err = run(["train", "--model-type", "cnn", "--train", f"pairs:{negatives_only}", "--dev",
-                        f"pairs:{split_files['dev']}", "--out", str(tmp_path / "m"), *SMALL], capsys)
+    code, _, err = cli(["train", "--model-type", "cnn", "--train", f"pairs:{negatives_only}", "--dev",
+                        f"pairs:{split_files['dev']}", "--out", str(tmp_path / "m"), *SMALL])
     assert code == 2
     assert "no duplicate pair" in err
 
@@ -198,11 +187,11 @@ def test_cli_model_types_match_the_models_package():
     assert CLI_TYPES == MODEL_TYPES
 
 
-def test_explain_shows_each_component_and_recomputes_the_fused_score(trained, tmp_path, capsys):
+def test_explain_shows_each_component_and_recomputes_the_fused_score(trained, tmp_path, cli):
     out = tmp_path / "rerank.json"
-    code, stdout, err = run(["evaluate", "--task", "rerank", "--data", f"semeval:{SEMEVAL_DEV}",
+    code, stdout, err = cli(["evaluate", "--task", "rerank", "--data", f"semeval:{SEMEVAL_DEV}",
                              "--rankers", "fused", "--model", str(trained), "--json", str(out), "--explain",
-                             "--no-progress"], capsys)
+                             "--no-progress"])
     assert code == 0, err
     assert "fused score of query" in stdout
     records = [json.loads(line) for line in (tmp_path / "rerank.explain.jsonl").read_text().splitlines()]
@@ -212,6 +201,6 @@ def test_explain_shows_each_component_and_recomputes_the_fused_score(trained, tm
         expected = (weights["first_stage"] * r["first_stage_norm"] + weights["bow"] * r["bow"]
                     + weights["neural"] * r["neural"])
         assert r["fused"] == pytest.approx(expected, abs=1e-9)
-    code, _, err = run(["evaluate", "--task", "rerank", "--data", f"semeval:{SEMEVAL_DEV}", "--explain",
-                        "--json", str(out)], capsys)
+    code, _, err = cli(["evaluate", "--task", "rerank", "--data", f"semeval:{SEMEVAL_DEV}", "--explain",
+                        "--json", str(out)])
     assert code == 2 and "--explain" in err

@@ -17,12 +17,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
-import gensim
 from tqdm import tqdm
 
+from es_plugin_bridge.cli.options import seed_option, skip_bad_option
 from es_plugin_bridge.data.types import Dataset, Question
 from es_plugin_bridge.errors import UserError
-from es_plugin_bridge.training.embeddings import Word2VecOptions, save_embeddings, train_word2vec
 
 if TYPE_CHECKING:
     from es_plugin_bridge.text import TextOptions
@@ -125,7 +124,7 @@ def _write_json(path: Path, data: dict) -> None:
     type=click.IntRange(min=1),
     help="Threads; 1 makes a run reproducible bit for bit.",
 )
-@click.option("--seed", default=1, show_default=True, type=int)
+@seed_option
 @click.option(
     "--format",
     "fmt",
@@ -142,7 +141,7 @@ def _write_json(path: Path, data: dict) -> None:
     help="Code blocks in bodies (use the same choice as the models' training data).",
 )
 @click.option("--lowercase/--no-lowercase", default=True, show_default=True)
-@click.option("--skip-bad", is_flag=True, help="Skip malformed records instead of stopping at the first.")
+@skip_bad_option
 def embeddings_command(
     corpora: tuple[str, ...],
     out: str,
@@ -159,7 +158,10 @@ def embeddings_command(
     skip_bad: bool,
 ) -> None:
     """Train word2vec (gensim) on every title, body and comment of the corpora."""
+    import gensim  # imported here: gensim takes ~1.6 s to load, which every `esrerank` call would pay
+
     from es_plugin_bridge.text import TextOptions
+    from es_plugin_bridge.training.embeddings import Word2VecOptions, save_embeddings, train_word2vec
 
     out_path = Path(out)
     if not out_path.parent.is_dir():

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import click
 
+from es_plugin_bridge.cli.options import skip_bad_option, title_only_option
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.evaluation.results import TaskResult
 
@@ -76,8 +77,8 @@ def _require(task: str, given: dict[str, object], needed: Sequence[str], allowed
               help="retrieval: evaluate a deterministic subset of N queries.")
 @click.option("--param", "params", metavar="RANKER.NAME=VALUE", multiple=True, help="e.g. bm25.k1=1.2")
 @click.option("--body-words", type=click.IntRange(min=0), help="Cut bodies at N words (default 100).")
-@click.option("--title-only", is_flag=True, help="Ignore question bodies.")
-@click.option("--skip-bad", is_flag=True, help="Skip malformed records (counted) instead of stopping.")
+@title_only_option
+@skip_bad_option
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @click.option("--explain", is_flag=True,
               help="rerank: show each component of the fused score per candidate (needs --model); "

@@ -7,12 +7,11 @@ User mistakes (``UserError``, click usage errors, missing files) are printed as 
 from __future__ import annotations
 
 import importlib
-import sys
 
 import click
 
 from es_plugin_bridge import __version__
-from es_plugin_bridge.errors import UserError
+from es_plugin_bridge.cli.runner import run_command
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -40,25 +39,7 @@ _register()
 
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI, turning user mistakes into a one-line message and a non-zero exit code."""
-    try:
-        code = cli.main(args=argv, prog_name="esrerank", standalone_mode=False)
-    except click.exceptions.Abort:
-        click.echo("aborted", err=True)
-        sys.exit(130)
-    except click.ClickException as exc:
-        click.echo(f"error: {' '.join(exc.format_message().split())}", err=True)
-        sys.exit(exc.exit_code)
-    except UserError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(2)
-    except FileNotFoundError as exc:
-        click.echo(f"error: file not found: {exc.filename}", err=True)
-        sys.exit(2)
-    except OSError as exc:
-        click.echo(f"error: {exc.strerror or exc}: {exc.filename}", err=True)
-        sys.exit(2)
-    if isinstance(code, int) and code:
-        sys.exit(code)
+    run_command(cli, argv, "esrerank")
 
 
 if __name__ == "__main__":

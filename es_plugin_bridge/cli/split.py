@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from es_plugin_bridge.cli.options import seed_option
+
 
 @click.command("split")
 @click.argument("spec", metavar="pairs:FILE")
@@ -26,7 +28,7 @@ import click
     type=click.IntRange(min=1),
     help="duplicate pairs in test.tsv",
 )
-@click.option("--seed", default=1, show_default=True, type=int)
+@seed_option
 def split(spec: str, out_dir: Path, dev_size: int, test_size: int, seed: int) -> None:
     """Write OUT_DIR/{train,dev,test}.tsv; whole duplicate clusters go to one split."""
     from es_plugin_bridge.data.spec import read_spec

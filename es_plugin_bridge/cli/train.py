@@ -13,6 +13,7 @@ from pathlib import Path
 
 import click
 
+from es_plugin_bridge.cli.options import seed_option, skip_bad_option, title_only_option
 from es_plugin_bridge.errors import UserError
 
 # = models.MODEL_TYPES (a test checks); not imported so that `esrerank --help` loads no torch.
@@ -47,7 +48,7 @@ def _hyper(items: tuple[str, ...]) -> dict[str, object]:
 @click.option("--embeddings", type=click.Path(path_type=Path), help="word2vec file (esrerank embeddings)")
 @click.option("--epochs", default=10, show_default=True, type=click.IntRange(min=1))
 @click.option("--time-budget", type=click.FloatRange(min=1), help="stop training after this many seconds")
-@click.option("--seed", default=1, show_default=True, type=int)
+@seed_option
 @click.option(
     "--patience",
     default=3,
@@ -85,10 +86,10 @@ def _hyper(items: tuple[str, ...]) -> dict[str, object]:
     type=click.IntRange(min=0),
     help="rcnn/lstm/gru: encoder-decoder pre-training epochs (Lei et al. 4.2)",
 )
-@click.option("--title-only", is_flag=True, help="ignore question bodies")
+@title_only_option
 @click.option("--body-words", default=100, show_default=True, type=click.IntRange(min=0))
 @click.option("--threads", type=click.IntRange(min=1), help="torch CPU threads")
-@click.option("--skip-bad", is_flag=True, help="skip malformed records (their count is reported)")
+@skip_bad_option
 @click.option("--quiet", is_flag=True, help="no progress bars")
 def train(
     model_type: str,

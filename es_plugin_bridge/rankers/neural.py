@@ -91,6 +91,7 @@ class FusedRanker(Ranker):
         if not self.stages:
             raise UserError(f"{context.model_dir}: no fusion weights (β) in config.json; retrain it")
         self._first_stage: dict[str, Ranker] = {}
+        self._by_id: dict[str, Question] | None = None
         self.window = int(context.params.get("fused", {}).get("window", self.window))
 
     def _stage(self, name: str) -> Ranker:
@@ -132,8 +133,9 @@ class FusedRanker(Ranker):
         hits = self._stage(stage).search(query, max(k, self.window), exclude)
         if not hits:
             return []
-        by_id = {q.id: q for q in self.context.collection}
-        candidates = [by_id[doc] for doc, _ in hits]
+        if self._by_id is None:
+            self._by_id = {q.id: q for q in self.context.collection}
+        candidates = [self._by_id[doc] for doc, _ in hits]
         parts = self.scorer.components(query, candidates)
         first = np.array([score for _, score in hits], dtype=np.float64)
         features = {"first_stage": first, "bow": parts["bow"], "neural": parts["neural"]}

@@ -25,6 +25,11 @@ from es_plugin_bridge.training.vocab import PAD_ID
 COMPONENTS = ("neural", "bow", "model")
 
 
+def normalise(vectors: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit L2 norm (zero rows stay zero)."""
+    return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-8)
+
+
 class NeuralScorer:
     """A model and its featurizer in eval mode, with a cache of question vectors."""
 
@@ -83,14 +88,12 @@ class NeuralScorer:
         )
 
     # -- similarities ---------------------------------------------------------------------------
-    def _neural_sim(self, q: np.ndarray, docs: np.ndarray) -> np.ndarray:
+    def _neural_sim(self, q: np.ndarray, docs: np.ndarray, docs_normalised: bool = False) -> np.ndarray:
         """Similarity of query vectors [M, D] to documents [N, D] → [M, N]."""
         if self.model.similarity == "manhattan":
             qt, dt = torch.from_numpy(q), torch.from_numpy(docs)
             return torch.exp(-torch.cdist(qt, dt, p=1)).numpy()
-        qn = q / np.maximum(np.linalg.norm(q, axis=1, keepdims=True), 1e-8)
-        dn = docs / np.maximum(np.linalg.norm(docs, axis=1, keepdims=True), 1e-8)
-        return qn @ dn.T
+        return normalise(q) @ (docs if docs_normalised else normalise(docs)).T
 
     def _combine(self, neural: np.ndarray, bow: np.ndarray) -> np.ndarray:
         if self.model.beta is None:
@@ -130,10 +133,14 @@ class CollectionSearcher:
         self.ids = [q.id for q in collection]
         self.position = {qid: i for i, qid in enumerate(self.ids)}
         self.doc_vectors = scorer.vectors(collection)
+        self.cosine = scorer.model.similarity != "manhattan"
+        if self.cosine:  # normalise once, not once per query
+            self.doc_vectors = normalise(self.doc_vectors)
         self.doc_bow = scorer.bow_matrix(collection).T.tocsr()
 
     def all_scores(self, query: Question) -> dict[str, np.ndarray]:
-        neural = self.scorer._neural_sim(self.scorer.vectors([query]), self.doc_vectors)[0].astype(np.float64)
+        neural = self.scorer._neural_sim(self.scorer.vectors([query]), self.doc_vectors, self.cosine)[0]
+        neural = neural.astype(np.float64)
         bow = (self.scorer.bow_matrix([query]) @ self.doc_bow).toarray()[0]
         return {"neural": neural, "bow": bow, "model": self.scorer._combine(neural, bow)}
 

@@ -6,7 +6,7 @@ import gzip
 import hashlib
 import re
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -115,6 +115,32 @@ class BadRecords:
         if not self.skip_bad:
             raise DataFormatError(str(self.path), str(where), problem)
         self.skipped += 1
+
+
+def read_line_records(
+    path: Path, dataset: Dataset, skip_bad: bool, parse: Callable[[Dataset, str], None]
+) -> int:
+    """Apply ``parse(dataset, line)`` to each non-blank line, under the bad-record policy.
+
+    ``parse`` raises RecordError for a malformed line; returns how many lines were skipped.
+    """
+    bad = BadRecords(path, skip_bad)
+    for number, line in iter_lines(path):
+        if not line.strip():
+            continue
+        try:
+            parse(dataset, line)
+        except RecordError as error:
+            bad.report(number, str(error))
+    return bad.skipped
+
+
+def read_line_file(path: Path, skip_bad: bool, parse: Callable[[Dataset, str], None]) -> Dataset:
+    """A Dataset named after ``path``, filled by ``parse`` line by line (see read_line_records)."""
+    path = Path(path)
+    dataset = Dataset(name=path.name)
+    dataset.skipped = read_line_records(path, dataset, skip_bad, parse)
+    return dataset
 
 
 def add_questions(dataset: Dataset, *questions: Question) -> list[Question]:

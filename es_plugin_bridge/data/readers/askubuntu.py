@@ -18,10 +18,9 @@ from functools import partial
 from pathlib import Path
 
 from es_plugin_bridge.data.readers._common import (
-    BadRecords,
     RecordError,
     find_data_file,
-    iter_lines,
+    read_line_records,
     require_data_file,
 )
 from es_plugin_bridge.data.types import Dataset, Pair, Question, RankingQuery
@@ -48,37 +47,24 @@ def read_askubuntu(directory: Path, *, skip_bad: bool = False) -> Dataset:
 
 
 def _read_corpus(path: Path, dataset: Dataset, skip_bad: bool) -> int:
-    bad = BadRecords(path, skip_bad)
-    for number, line in iter_lines(path):
-        if not line.strip():
-            continue
-        fields = line.split("\t")
-        if len(fields) not in (2, 3) or not fields[0].strip():
-            bad.report(number, f"expected id<TAB>title<TAB>body, found {len(fields)} tab-separated fields")
-            continue
-        question = Question(
-            fields[0].strip(), fields[1].strip(), fields[2].strip() if len(fields) == 3 else ""
-        )
-        if question.id in dataset.questions:
-            bad.report(number, f"question id {question.id!r} appears twice in the corpus")
-            continue
-        dataset.questions[question.id] = question
-    return bad.skipped
+    return read_line_records(path, dataset, skip_bad, _corpus_line)
+
+
+def _corpus_line(dataset: Dataset, line: str) -> None:
+    fields = line.split("\t")
+    if len(fields) not in (2, 3) or not fields[0].strip():
+        raise RecordError(f"expected id<TAB>title<TAB>body, found {len(fields)} tab-separated fields")
+    question = Question(fields[0].strip(), fields[1].strip(), fields[2].strip() if len(fields) == 3 else "")
+    if question.id in dataset.questions:
+        raise RecordError(f"question id {question.id!r} appears twice in the corpus")
+    dataset.questions[question.id] = question
 
 
 def _read_lines(
     path: Path, dataset: Dataset, skip_bad: bool, parse: Callable[[Dataset, list[str]], None]
 ) -> int:
-    """Apply ``parse(dataset, fields)`` to each non-blank line, under the bad-record policy."""
-    bad = BadRecords(path, skip_bad)
-    for number, line in iter_lines(path):
-        if not line.strip():
-            continue
-        try:
-            parse(dataset, line.split("\t"))
-        except RecordError as error:
-            bad.report(number, str(error))
-    return bad.skipped
+    """Apply ``parse(dataset, fields)`` to the tab-separated fields of each non-blank line."""
+    return read_line_records(path, dataset, skip_bad, lambda data, line: parse(data, line.split("\t")))
 
 
 def _train_line(dataset: Dataset, fields: list[str]) -> None:

@@ -23,31 +23,23 @@ from pathlib import Path
 from typing import Any
 
 from es_plugin_bridge.data.readers._common import (
-    BadRecords,
     RecordError,
     add_questions,
-    iter_lines,
     parse_label,
     question_from_text,
     question_id,
+    read_line_file,
 )
 from es_plugin_bridge.data.types import Dataset, Pair, Question, RankingQuery
 
 
 def read_jsonl(path: Path, *, skip_bad: bool = False) -> Dataset:
     """Read a JSON Lines file of questions, pairs and ranking queries (shapes in the module doc)."""
-    path = Path(path)
-    dataset = Dataset(name=path.name)
-    bad = BadRecords(path, skip_bad)
-    for number, line in iter_lines(path):
-        if not line.strip():
-            continue
-        try:
-            _parse_record(dataset, _load(line))
-        except RecordError as error:
-            bad.report(number, str(error))
-    dataset.skipped = bad.skipped
-    return dataset
+    return read_line_file(path, skip_bad, _parse_line)
+
+
+def _parse_line(dataset: Dataset, line: str) -> None:
+    _parse_record(dataset, _load(line))
 
 
 def _load(line: str) -> dict[str, Any]:

@@ -12,33 +12,21 @@ from __future__ import annotations
 from pathlib import Path
 
 from es_plugin_bridge.data.readers._common import (
-    BadRecords,
     RecordError,
     add_questions,
-    iter_lines,
     parse_label,
     question_from_text,
+    read_line_file,
 )
 from es_plugin_bridge.data.types import Dataset, Pair
 
 
 def read_pairs(path: Path, *, skip_bad: bool = False) -> Dataset:
     """Read a pair TSV file (plain or gzip) into ``Dataset.pairs`` and its distinct ``questions``."""
-    path = Path(path)
-    dataset = Dataset(name=path.name)
-    bad = BadRecords(path, skip_bad)
-    for number, line in iter_lines(path):
-        if not line.strip():
-            continue
-        try:
-            dataset.pairs.append(_parse_line(dataset, line))
-        except RecordError as error:
-            bad.report(number, str(error))
-    dataset.skipped = bad.skipped
-    return dataset
+    return read_line_file(path, skip_bad, _parse_line)
 
 
-def _parse_line(dataset: Dataset, line: str) -> Pair:
+def _parse_line(dataset: Dataset, line: str) -> None:
     fields = line.split("\t")
     if len(fields) != 3:
         raise RecordError(
@@ -49,4 +37,4 @@ def _parse_line(dataset: Dataset, line: str) -> Pair:
         if not text.strip():
             raise RecordError(f"question{index} is empty")
     q1, q2 = add_questions(dataset, question_from_text(fields[1]), question_from_text(fields[2]))
-    return Pair(q1, q2, label)
+    dataset.pairs.append(Pair(q1, q2, label))
