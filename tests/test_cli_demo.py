@@ -128,3 +128,19 @@ def test_model_rows_are_compared_on_the_same_queries_and_summarised(trained):
     for name in ("retrieval-askubuntu-model.png", "rerank-semeval-dev-model.per_query.jsonl",
                  "model/training.png", "model/history.json"):
         assert (out / name).stat().st_size > 0
+
+
+def test_export_step_writes_a_verified_model_directory_scoring_like_torch(trained):
+    out, printed = trained
+    import numpy as np
+
+    from es_plugin_bridge.serving.model_dir import ModelDirectory
+    from es_plugin_bridge.training.scorer import NeuralScorer
+
+    assert "onnxruntime scores from model-onnx" in printed
+    directory = ModelDirectory.load(out / "model-onnx")  # verifies the sha256 manifest
+    test = read_spec(f"pairs:{out / 'askubuntu' / 'test.tsv'}").pairs
+    docs = [p.q2 for p in test[:6]]
+    onnx_scores = directory.rerank(test[0].q1, docs)["model"]
+    torch_scores = NeuralScorer.from_dir(out / "model").components(test[0].q1, docs)["model"]
+    np.testing.assert_allclose(onnx_scores, torch_scores, atol=1e-4)

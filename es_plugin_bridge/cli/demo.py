@@ -40,7 +40,7 @@ MODEL_TYPE, OPTIMIZER, LR, EMBEDDING_DIM = "bow-cnn", "adam", 1e-3, 100
 EPOCH_EXAMPLES, MAX_EPOCHS, PATIENCE = 640, 1000, 5
 
 #: Steps that need the trained model (left out by ``--skip-training``).
-TRAINING_STEPS = ("train", "retrieval-model", "rerank-model")
+TRAINING_STEPS = ("train", "retrieval-model", "rerank-model", "export")
 
 
 def samples_dir() -> Path:
@@ -301,6 +301,34 @@ def rerank_model_step(ctx: DemoContext) -> None:
     ctx.summary += [f"Note: {note}.", ""]
 
 
+def export_step(ctx: DemoContext) -> None:
+    """ONNX export of the trained model, then one SemEval-style query scored from the model directory
+    by onnxruntime alone (what the sidecar will serve)."""
+    from es_plugin_bridge.data.spec import read_spec
+    from es_plugin_bridge.serving.model_dir import ModelDirectory
+    from exporters.export import export_checkpoint
+
+    out = ctx.out / "model-onnx"
+    _say(ctx, f"$ esrerank export-onnx {_model(ctx)} --out {out} --force")
+    result = export_checkpoint(_model(ctx), out, force=True)
+    directory = ModelDirectory.load(out)
+    pairs = read_spec(f"pairs:{ctx.split_dir / 'test.tsv'}").pairs
+    duplicate = next(p for p in pairs if p.label > 0)
+    others = [p.q2 for p in pairs if p.q2.id not in (duplicate.q1.id, duplicate.q2.id)][:4]
+    query, docs = duplicate.q1, [duplicate.q2, *others]
+    scores = directory.rerank(query, docs)["model"]
+    diff = f"max |onnx − torch| = {result.max_abs_diff:.1e}"
+    table = Table(title=escape(f"onnxruntime scores from {out.name} ({diff})"))
+    table.add_column("query / candidate")
+    table.add_column("score", justify="right")
+    table.add_row(f"[bold]{escape(query.title)}[/bold]", "")
+    for doc, score in sorted(zip(docs, scores, strict=True), key=lambda item: -item[1]):
+        mark = " *" if doc.id == duplicate.q2.id else ""
+        table.add_row(escape(doc.title) + mark, f"{score:.3f}")
+    ctx.console.print(table)
+    ctx.summary += [f"Exported model directory (ONNX, sha256 manifest): `{out}`", ""]
+
+
 #: The demo, in order. Later work appends (name, step) pairs here.
 STEPS: list[tuple[str, Step]] = [
     ("rerank", rerank_step),
@@ -309,6 +337,7 @@ STEPS: list[tuple[str, Step]] = [
     ("train", train_step),
     ("retrieval-model", retrieval_model_step),
     ("rerank-model", rerank_model_step),
+    ("export", export_step),
 ]
 
 
