@@ -45,7 +45,7 @@ from _machine import load_average, machine  # benchmarks/ is on sys.path when ru
 from tqdm import tqdm
 
 from es_plugin_bridge.data.spec import read_spec
-from es_plugin_bridge.data.split import split_pairs, write_pairs
+from es_plugin_bridge.data.split import split_by_question, write_pairs
 from es_plugin_bridge.data.types import Dataset, Pair, Question
 from es_plugin_bridge.models import MODEL_TYPES, TitleDecoder
 from es_plugin_bridge.training.recipes import make_optimizer
@@ -78,7 +78,9 @@ def val_path() -> Path:
 def askubuntu_split(out_dir: Path) -> tuple[Path, Path]:
     """Split ``train_titles.tsv`` as the issue's AskUbuntu dev protocol does; (train.tsv, dev.tsv)."""
     ds = read_spec(f"pairs:{TITLES}")
-    parts = split_pairs(ds.pairs, dict(SPLIT_SIZES), seed=1)
+    result = split_by_question(ds.pairs, dict(SPLIT_SIZES), seed=1)
+    parts = result.parts
+    print(f"split: dropped {len(result.dropped)} non-duplicate pairs whose questions are in two splits")
     for name, pairs in parts.items():
         write_pairs(pairs, out_dir / f"{name}.tsv")
     return out_dir / "train.tsv", out_dir / "dev.tsv"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
 
 import pytest
 
@@ -82,7 +83,10 @@ def test_split_holds_out_scaled_duplicates_without_leaking_questions(trained):
     out, printed = trained
     parts = {name: read_spec(f"pairs:{out / 'askubuntu' / f'{name}.tsv'}").pairs
              for name in ("train", "dev", "test")}
-    assert sum(map(len, parts.values())) == MAX_PAIRS
+    dropped = int(re.search(r"dropped: (\d+) of 3000 pairs", printed).group(1))
+    assert sum(map(len, parts.values())) + dropped == MAX_PAIRS
+    questions = {name: {q.id for p in pairs for q in (p.q1, p.q2)} for name, pairs in parts.items()}
+    assert not questions["train"] & questions["test"] and not questions["train"] & questions["dev"]
     dups = {name: sum(1 for p in pairs if p.label > 0) for name, pairs in parts.items()}
     assert dups["dev"] >= round(500 * MAX_PAIRS / 24000) and dups["test"] >= round(1000 * MAX_PAIRS / 24000)
     train_dups = {q.id for p in parts["train"] if p.label > 0 for q in (p.q1, p.q2)}

@@ -255,3 +255,33 @@ def test_console_scripts(command, checkpoints, tmp_path):
     assert done.returncode == 0, done.stderr
     assert "exported bow-cnn" in done.stdout
     assert ModelDirectory.load(out).config.beta.model is not None
+
+
+VAL = SAMPLES / "askubuntu-pairs" / "val.tsv"
+EVALUATIONS = {
+    "rerank": ["--data", f"semeval:{SEMEVAL_DEV}", "--rankers", "given,model,fused"],
+    "retrieval": ["--queries", f"pairs:{VAL}", "--max-queries", "80", "--rankers", "model,fused"],
+    "classify": ["--data", f"pairs:{VAL}", "--dev", f"pairs:{VAL}", "--rankers", "model"],
+}
+
+
+@pytest.mark.parametrize("task", list(EVALUATIONS))
+@pytest.mark.parametrize("model_type", list(TYPES))
+def test_evaluate_an_exported_directory_as_its_checkpoint(task, model_type, checkpoints, exported, tmp_path,
+                                                          cli):
+    """``evaluate --model`` takes either format; the exported one scores through onnxruntime alike."""
+    figures, rankings = {}, {}
+    for form, directory in (("checkpoint", checkpoints[model_type]), ("exported", exported[model_type])):
+        out = tmp_path / f"{form}.json"
+        code, _, err = cli(["evaluate", "--task", task, *EVALUATIONS[task], "--model", str(directory),
+                            "--json", str(out), "--no-progress"])
+        assert code == 0, err
+        figures[form] = json.loads(out.read_text())["rankers"]
+        lines = (tmp_path / f"{form}.per_query.jsonl").read_text().splitlines()
+        rankings[form] = [next(r[k] for k in ("ranking", "top_ids", "predicted") if k in r)
+                          for r in map(json.loads, lines)]
+    assert figures["exported"].keys() == figures["checkpoint"].keys()
+    for ranker, metrics in figures["checkpoint"].items():
+        assert figures["exported"][ranker] == pytest.approx(metrics, abs=0.01), ranker
+    same = sum(a == b for a, b in zip(rankings["exported"], rankings["checkpoint"], strict=True))
+    assert same >= 0.98 * len(rankings["checkpoint"])  # float32 onnx vs torch may swap a near-tie

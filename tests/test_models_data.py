@@ -62,10 +62,11 @@ def read_pairs(name: str, limit: int) -> list[tuple[int, str, str, str, str]]:
 
 
 class Vocab:
-    """Word → id over the given texts; id 0 is the unknown word."""
+    """Word → id over the given texts; ids 0 and 1 are padding and the unknown word, as in
+    training.vocab.Vocabulary."""
 
     def __init__(self, texts: list[str]) -> None:
-        self.ids = {"<unk>": 0}
+        self.ids = {"<pad>": 0, "<unk>": 1}
         for text in texts:
             for word in tokens(text):
                 self.ids.setdefault(word, len(self.ids))
@@ -77,7 +78,7 @@ class Vocab:
         self, texts: list[str], length: int | None = None, cap: int = 40
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Left-aligned [B, length] ids and bool mask (length: longest text, at least 1)."""
-        seqs = [[self.ids.get(w, 0) for w in tokens(t)][:cap] for t in texts]
+        seqs = [[self.ids.get(w, 1) for w in tokens(t)][:cap] for t in texts]
         width = length or max(1, max(len(s) for s in seqs))
         ids = torch.zeros(len(seqs), width, dtype=torch.int64)
         mask = torch.zeros(len(seqs), width, dtype=torch.bool)
@@ -165,3 +166,18 @@ def test_bow_representation_is_tf_times_weight_over_distinct_words():
         assert set(got) == set(expected)
         for word_id, tf in expected.items():
             assert got[word_id] == pytest.approx(tf * float(model.bow.weight[word_id].detach()), rel=1e-6)
+
+
+def test_unknown_words_are_no_shared_word_in_the_bag_of_words():
+    """Two questions made only of (different) unknown words must not look alike to the BOW path."""
+    from es_plugin_bridge.models.bow import bow_cosine
+
+    vocab = Vocab(["how do I install ubuntu"])
+    q = vocab.questions(["zzqxfoo blargh", "how do I install wxyzbar"], ["", ""])
+    other = vocab.questions(["quuxly frobnicate", "how do I install quuxly"], ["", ""])
+    model = small_model("bow-cnn", len(vocab))
+    with torch.no_grad():
+        a, b = model.encode(*q.values()), model.encode(*other.values())
+    cos = bow_cosine(a["bow_ids"], a["bow"], b["bow_ids"], b["bow"])
+    assert float(cos[0]) == 0.0  # nothing but unknown words on either side
+    assert float(cos[1]) == pytest.approx(1.0)  # the known words match; the unknown ones count for nothing

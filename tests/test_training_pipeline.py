@@ -204,3 +204,31 @@ def test_explain_shows_each_component_and_recomputes_the_fused_score(trained, tm
     code, _, err = cli(["evaluate", "--task", "rerank", "--data", f"semeval:{SEMEVAL_DEV}", "--explain",
                         "--json", str(out)])
     assert code == 2 and "--explain" in err
+    # the explanation comes from the evaluated fused ranker: its order is the per-query ranking
+    rankings = {r["query_id"]: r["ranking"]
+                for r in map(json.loads, (tmp_path / "rerank.per_query.jsonl").read_text().splitlines())}
+    for qid, ranking in rankings.items():
+        explained = sorted((r for r in records if r["query_id"] == qid), key=lambda r: r["rank_after"])
+        assert [r["candidate_id"] for r in explained] == ranking
+
+
+def test_explain_needs_json_and_fused_and_a_failure_writes_no_file(trained, tmp_path, cli, monkeypatch):
+    base = ["evaluate", "--task", "rerank", "--data", f"semeval:{SEMEVAL_DEV}", "--model", str(trained),
+            "--explain", "--no-progress"]
+    code, _, err = cli(base + ["--rankers", "fused"])
+    assert code == 2 and "--explain needs --json" in err
+    out = tmp_path / "rerank.json"
+    code, _, err = cli(base + ["--rankers", "bm25,model", "--json", str(out)])
+    assert code == 2 and "add fused to --rankers" in err
+    assert list(tmp_path.iterdir()) == []
+
+    from es_plugin_bridge.errors import UserError
+    from es_plugin_bridge.evaluation import explain
+
+    def broken(*args, **kwargs):  # injected fault: the explanation fails after the evaluation ran
+        raise UserError("explanation failed")
+
+    monkeypatch.setattr(explain, "explain_rerank", broken)
+    code, _, err = cli(base + ["--rankers", "fused", "--json", str(out), "--plot", str(tmp_path / "p.png")])
+    assert code == 2 and "explanation failed" in err
+    assert list(tmp_path.iterdir()) == []  # no JSON, per-query, plot or explain file

@@ -118,7 +118,7 @@ def rerank_step(ctx: DemoContext) -> None:
 def split_step(ctx: DemoContext) -> None:
     """Split the AskUbuntu titles into train/dev/test; whole duplicate clusters go to one split."""
     from es_plugin_bridge.data.spec import read_spec
-    from es_plugin_bridge.data.split import split_pairs, write_pairs
+    from es_plugin_bridge.data.split import split_by_question, write_pairs
 
     pairs = read_spec(f"pairs:{samples_dir() / ASKUBUNTU_TITLES}").pairs
     dev, test, limited = SPLIT_DEV, SPLIT_TEST, ""
@@ -128,7 +128,8 @@ def split_step(ctx: DemoContext) -> None:
         limited = (f" (--max-pairs: only the first {ctx.max_pairs} of {len(pairs)} pairs, "
                    f"held-out sizes scaled to {dev}/{test})")
         pairs = pairs[: ctx.max_pairs]
-    parts = split_pairs(pairs, {"dev": dev, "test": test}, seed=SPLIT_SEED)
+    result = split_by_question(pairs, {"dev": dev, "test": test}, seed=SPLIT_SEED)
+    parts = result.parts
     ctx.split_dir.mkdir(parents=True, exist_ok=True)
     command = (f"esrerank split pairs:es_plugin_bridge/samples/{ASKUBUNTU_TITLES} --out-dir {ctx.split_dir} "
                f"--dev {SPLIT_DEV} --test {SPLIT_TEST} --seed {SPLIT_SEED}")
@@ -145,11 +146,13 @@ def split_step(ctx: DemoContext) -> None:
         titles = len({q.id for p in parts[name] for q in (p.q1, p.q2)})
         table.add_row(path.name, str(len(parts[name])), str(dups), str(titles))
         rows.append(f"| {name}.tsv | {len(parts[name])} | {dups} | {titles} |")
+    dropped = (f"dropped: {len(result.dropped)} of {len(pairs)} pairs (non-duplicates whose two "
+               "questions fell in different splits)")
     ctx.console.print(table)
-    _say(ctx, f"[dim]= {escape(command)}{escape(limited)}[/dim]")
+    _say(ctx, f"[dim]= {escape(command)}{escape(limited)}; {dropped}[/dim]")
     ctx.summary += [f"### Split, AskUbuntu titles{limited}", "", f"`{command}`", "",
                     "| file | pairs | duplicates | distinct titles |", "| --- | ---: | ---: | ---: |",
-                    *rows, ""]
+                    *rows, "", dropped, ""]
 
 
 def _ensure_split(ctx: DemoContext) -> None:

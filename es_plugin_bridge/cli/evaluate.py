@@ -81,8 +81,8 @@ def _require(task: str, given: dict[str, object], needed: Sequence[str], allowed
 @skip_bad_option
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @click.option("--explain", is_flag=True,
-              help="rerank: show each component of the fused score per candidate (needs --model); "
-                   "all queries go to OUT.explain.jsonl next to --json.")
+              help="rerank: show each component of the fused score per candidate (needs --model, "
+                   "--json and the fused ranker); all queries go to OUT.explain.jsonl next to --json.")
 def evaluate(task: str, data_spec: str | None, queries_spec: str | None, corpus_specs: tuple[str, ...],
              dev_spec: str | None, rankers_text: str | None, model_dir: Path | None, json_path: Path | None,
              per_query_path: Path | None, plot_path: Path | None, drop_no_relevant: bool,
@@ -102,6 +102,8 @@ def evaluate(task: str, data_spec: str | None, queries_spec: str | None, corpus_
     _require(task, given, needed, allowed)
     if explain and (task != "rerank" or model_dir is None):
         raise UserError("--explain applies to --task rerank with --model DIR (it explains the fused score)")
+    if explain and json_path is None:
+        raise UserError("--explain needs --json OUT.json (the explanation is written to OUT.explain.jsonl)")
     if model_dir is not None and not model_dir.is_dir():
         raise UserError(f"--model {model_dir}: not a directory")
     names = ([n.strip() for n in rankers_text.split(",") if n.strip()] if rankers_text is not None
@@ -109,6 +111,8 @@ def evaluate(task: str, data_spec: str | None, queries_spec: str | None, corpus_
     from es_plugin_bridge import rankers as registry
 
     registry.check(names, task, has_model=model_dir is not None)
+    if explain and "fused" not in names:
+        raise UserError(f"--explain explains the fused ranker: add fused to --rankers {','.join(names)}")
     parsed = parse_params(params)
     for ranker in parsed:
         if ranker not in names:
@@ -116,9 +120,15 @@ def evaluate(task: str, data_spec: str | None, queries_spec: str | None, corpus_
     result = run_task(task, names, data_spec=data_spec, queries_spec=queries_spec, corpus_specs=corpus_specs,
                       dev_spec=dev_spec, model_dir=model_dir, params=parsed,
                       drop_no_relevant=drop_no_relevant, max_queries=max_queries, body_words=body_words,
-                      title_only=title_only, skip_bad=skip_bad, show_progress=not no_progress)
+                      title_only=title_only, skip_bad=skip_bad, show_progress=not no_progress,
+                      explain=explain)
     console = Console()
     report.print_result(result, console)
+    if explain:
+        from es_plugin_bridge.evaluation.explain import print_explain
+
+        print_explain(result.explain, console)
+    # Every result, the explanation included, is computed above: a failure leaves no partial output.
     written = []
     if json_path is not None:
         written.append(report.write_json(result, json_path))
@@ -128,36 +138,23 @@ def evaluate(task: str, data_spec: str | None, queries_spec: str | None, corpus_
     if plot_path is not None:
         written.append(report.write_plot(result, plot_path))
     if explain:
-        written.append(_explain(data_spec, model_dir, parsed, body_words, title_only, skip_bad, json_path,
-                                console))
+        from es_plugin_bridge.evaluation.explain import write_explain
+
+        assert json_path is not None
+        written.append(write_explain(result.explain, json_path.with_name(json_path.stem + ".explain.jsonl")))
     for path in written:
         console.print(f"wrote {path}", soft_wrap=True, highlight=False)
-
-
-def _explain(data_spec, model_dir, params, body_words, title_only, skip_bad, json_path, console) -> Path:
-    from es_plugin_bridge.data.spec import read_spec
-    from es_plugin_bridge.evaluation.explain import explain_rerank, print_explain, write_explain
-    from es_plugin_bridge.rankers import TokenCache
-    from es_plugin_bridge.text import Preprocessor, TextOptions
-
-    options: dict[str, object] = {}
-    if body_words is not None:
-        options["body_words"] = body_words
-    if title_only:
-        options["use_body"] = False
-    tokens = TokenCache(Preprocessor(TextOptions(**options)))
-    records = explain_rerank(read_spec(data_spec, skip_bad=skip_bad).queries, tokens, model_dir, params)
-    print_explain(records, console)
-    path = json_path.with_name(json_path.stem + ".explain.jsonl") if json_path else Path("explain.jsonl")
-    return write_explain(records, path)
 
 
 def run_task(task: str, names: Sequence[str], *, data_spec: str | None = None,
              queries_spec: str | None = None, corpus_specs: Sequence[str] = (), dev_spec: str | None = None,
              model_dir: Path | None = None, params: dict[str, dict[str, float]] | None = None,
              drop_no_relevant: bool = False, max_queries: int | None = None, body_words: int | None = None,
-             title_only: bool = False, skip_bad: bool = False, show_progress: bool = True) -> TaskResult:
-    """Read the specs, then run the task's evaluation (the CLI without its output handling)."""
+             title_only: bool = False, skip_bad: bool = False, show_progress: bool = True,
+             explain: bool = False) -> TaskResult:
+    """Read the specs, then run the task's evaluation (the CLI without its output handling).
+
+    ``explain`` (rerank only) fills ``TaskResult.explain`` from the run's own ``fused`` ranker."""
     from es_plugin_bridge.data.spec import read_spec
     from es_plugin_bridge.evaluation import evaluate_classify, evaluate_rerank, evaluate_retrieval
     from es_plugin_bridge.evaluation.retrieval import duplicate_queries, held_out
@@ -183,7 +180,7 @@ def run_task(task: str, names: Sequence[str], *, data_spec: str | None = None,
     common = {"model_dir": model_dir, "params": params, "show_progress": show_progress}
     if task == "rerank":
         result = evaluate_rerank(read(data_spec).queries, names, tokens, drop_no_relevant=drop_no_relevant,
-                                 **common)
+                                 explain=explain, **common)
     elif task == "retrieval":
         queries_data = read(queries_spec)
         queries, skipped = duplicate_queries(queries_data.pairs)

@@ -88,6 +88,8 @@ def _hyper(items: tuple[str, ...]) -> dict[str, object]:
 )
 @title_only_option
 @click.option("--body-words", default=100, show_default=True, type=click.IntRange(min=0))
+@click.option("--max-title", default=48, show_default=True, type=click.IntRange(min=1),
+              help="model input cap on title tokens (longer titles are cut; the count is reported)")
 @click.option("--threads", type=click.IntRange(min=1), help="torch CPU threads")
 @skip_bad_option
 @click.option("--quiet", is_flag=True, help="no progress bars")
@@ -113,6 +115,7 @@ def train(
     pretrain_epochs: int,
     title_only: bool,
     body_words: int,
+    max_title: int,
     threads: int | None,
     skip_bad: bool,
     quiet: bool,
@@ -145,6 +148,8 @@ def train(
         embedding_dim=embedding_dim,
         min_count=min_count,
         text={"use_body": not title_only, "body_words": body_words},
+        max_body=body_words,
+        max_title=max_title,
         pretrain_epochs=pretrain_epochs,
         show_progress=not quiet,
     )

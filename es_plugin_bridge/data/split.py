@@ -1,8 +1,10 @@
-"""Carve train / dev / test files out of one pairs file, without leaking duplicates across splits.
+"""Carve train / dev / test files out of one pairs file, without a question crossing splits.
 
-Duplicate pairs are grouped by connected component of the duplicate graph (a question and all its
-duplicates, transitively), and whole components go to one split, so a test query never has a
-duplicate seen in training. Non-duplicate pairs follow the component of their first question.
+Every question (q1 or q2 of any pair) belongs to its component of the duplicate graph (a question
+and all its duplicates, transitively; a question with no duplicate is a component of its own), and
+whole components go to one split, so a test question is never seen in training, neither itself nor
+through a duplicate. A duplicate pair always lies inside one component; a non-duplicate pair is kept
+only when both its questions land in the same split, and is dropped otherwise (``PairSplit.dropped``).
 Assignment is a seeded shuffle of the components: the same seed gives the same files.
 """
 
@@ -10,10 +12,22 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from es_plugin_bridge.data.types import Pair
 from es_plugin_bridge.errors import UserError
+
+TRAIN = "train"
+
+
+@dataclass(frozen=True)
+class PairSplit:
+    """The pairs of each split (held-out names in the order asked, then ``train``), and the pairs dropped
+    because their two questions fell in different splits."""
+
+    parts: dict[str, list[Pair]]
+    dropped: list[Pair]
 
 
 class _Components:
@@ -28,19 +42,20 @@ class _Components:
         return x
 
     def union(self, a: str, b: str) -> None:
-        self.parent[self.find(a)] = self.find(b)
+        ra, rb = self.find(a), self.find(b)
+        # The smaller id is the root, so a component's name does not depend on the order of the pairs.
+        if ra != rb:
+            self.parent[max(ra, rb)] = min(ra, rb)
 
 
-def split_pairs(pairs: Sequence[Pair], sizes: dict[str, int], seed: int = 1) -> dict[str, list[Pair]]:
-    """``sizes`` = duplicate pairs wanted per held-out split (e.g. {"dev": 2000, "test": 2000});
-    everything else goes to "train". Each held-out split gets at least its size in duplicate pairs."""
+def _question_splits(pairs: Sequence[Pair], sizes: dict[str, int], seed: int) -> dict[str, str]:
+    """Split name of every question id: components shuffled, held-out splits filled in turn."""
     comps = _Components()
     for p in pairs:
         comps.find(p.q1.id)
+        comps.find(p.q2.id)
         if p.label > 0:
             comps.union(p.q1.id, p.q2.id)
-    roots = sorted({comps.find(p.q1.id) for p in pairs})
-    random.Random(seed).shuffle(roots)
     dup_count: dict[str, int] = {}
     for p in pairs:
         if p.label > 0:
@@ -49,19 +64,33 @@ def split_pairs(pairs: Sequence[Pair], sizes: dict[str, int], seed: int = 1) -> 
     total = sum(dup_count.values())
     if sum(sizes.values()) >= total:
         raise UserError(f"asked for {sum(sizes.values())} held-out duplicate pairs but the file has {total}")
+    roots = sorted({comps.find(q) for q in comps.parent})
+    random.Random(seed).shuffle(roots)
     assign: dict[str, str] = {}
     order = list(sizes.items())
     current, filled = 0, 0
     for root in roots:
         if current < len(order) and filled >= order[current][1]:
             current, filled = current + 1, 0
-        name = order[current][0] if current < len(order) else "train"
-        assign[root] = name
+        assign[root] = order[current][0] if current < len(order) else TRAIN
         filled += dup_count.get(root, 0)
-    out: dict[str, list[Pair]] = {name: [] for name in (*sizes, "train")}
+    return {q: assign[comps.find(q)] for q in comps.parent}
+
+
+def split_by_question(pairs: Sequence[Pair], sizes: dict[str, int], seed: int = 1) -> PairSplit:
+    """``sizes`` = duplicate pairs wanted per held-out split (e.g. {"dev": 2000, "test": 2000});
+    everything else goes to "train". Each held-out split gets at least its size in duplicate pairs.
+    A pair is kept in a split only when both its questions are in it; the others are ``dropped``."""
+    where = _question_splits(pairs, sizes, seed)
+    parts: dict[str, list[Pair]] = {name: [] for name in (*sizes, TRAIN)}
+    dropped: list[Pair] = []
     for p in pairs:
-        out[assign[comps.find(p.q1.id)]].append(p)
-    return out
+        s1, s2 = where[p.q1.id], where[p.q2.id]
+        if s1 == s2:
+            parts[s1].append(p)
+        else:
+            dropped.append(p)
+    return PairSplit(parts, dropped)
 
 
 def write_pairs(pairs: Sequence[Pair], path: Path) -> None:

@@ -14,19 +14,17 @@ from typing import IO, Any
 from rich.console import Console
 from rich.table import Table
 
-from es_plugin_bridge import rankers as registry
 from es_plugin_bridge.data.types import RankingQuery
 from es_plugin_bridge.evaluation.metrics import rank_order
 from es_plugin_bridge.evaluation.report import write_atomic
-from es_plugin_bridge.rankers import RankerContext, TokenCache, unique_questions
+from es_plugin_bridge.rankers import Ranker
 
 
-def explain_rerank(queries: Sequence[RankingQuery], tokens: TokenCache, model_dir: Path,
-                   params: Mapping[str, Mapping[str, float]] | None = None) -> list[dict[str, Any]]:
-    """One record per candidate of every query, in the data's candidate order."""
-    context = RankerContext(collection=unique_questions([q.candidates for q in queries]), tokens=tokens,
-                            model_dir=model_dir, params=params or {})
-    fused = registry.build("fused", context)
+def explain_rerank(queries: Sequence[RankingQuery], fused: Ranker) -> list[dict[str, Any]]:
+    """One record per candidate of every query, in the data's candidate order.
+
+    ``fused`` is the run's own ``fused`` ranker (its model and first stage are already built).
+    """
     records = []
     for query in queries:
         parts = fused.components(query)  # type: ignore[attr-defined]

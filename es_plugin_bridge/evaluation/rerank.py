@@ -45,8 +45,14 @@ def _judge(query: RankingQuery, ranker: Ranker, name: str) -> tuple[Judged, list
 def evaluate_rerank(queries: Sequence[RankingQuery], ranker_names: Sequence[str], tokens: TokenCache, *,
                     drop_no_relevant: bool = False, model_dir: Path | None = None,
                     params: Mapping[str, Mapping[str, float]] | None = None,
-                    show_progress: bool = True) -> TaskResult:
-    """MAP/MRR/P@k of each ranker over ``queries``; per-query records keep the order that was scored."""
+                    show_progress: bool = True, explain: bool = False) -> TaskResult:
+    """MAP/MRR/P@k of each ranker over ``queries``; per-query records keep the order that was scored.
+
+    With ``explain``, the ``fused`` ranker (which must be among ``ranker_names``) also fills
+    ``TaskResult.explain`` with every input of its score for the evaluated queries.
+    """
+    if explain and "fused" not in ranker_names:
+        raise UserError("--explain explains the fused ranker: add fused to --rankers")
     if not queries:
         raise UserError("--task rerank: the data holds no ranking queries (use a semeval: file)")
     ids = [q.query.id for q in queries]
@@ -66,6 +72,7 @@ def evaluate_rerank(queries: Sequence[RankingQuery], ranker_names: Sequence[str]
         task.notes.append(f"{n_empty} of {len(queries)} queries have no relevant candidate and count "
                           "AP = 0 (SemEval convention)")
     collection = unique_questions([q.candidates for q in queries])
+    fused: list[Ranker] = []  # the run's fused ranker, kept for --explain (outside its timing)
 
     def evaluate_one(name: str, ranker: Ranker) -> RankerResult:
         judged, orders = [], []
@@ -73,6 +80,8 @@ def evaluate_rerank(queries: Sequence[RankingQuery], ranker_names: Sequence[str]
             j, order = _judge(query, ranker, name)
             judged.append(j)
             orders.append(order)
+        if name == "fused":
+            fused.append(ranker)
         values = per_query(judged, RERANK_MEASURES)
         records = [{"query_id": j.query_id, "ranker": name,
                     "metrics": {m: percent(values[j.query_id][m]) for m in METRICS},
@@ -82,5 +91,9 @@ def evaluate_rerank(queries: Sequence[RankingQuery], ranker_names: Sequence[str]
                    for j, q, order in zip(judged, kept, orders, strict=True)]
         return RankerResult(aggregate(values, METRICS), records)
 
-    return run_rankers(task, ranker_names, collection, tokens, evaluate_one, model_dir=model_dir,
-                       params=params)
+    run_rankers(task, ranker_names, collection, tokens, evaluate_one, model_dir=model_dir, params=params)
+    if explain:
+        from es_plugin_bridge.evaluation.explain import explain_rerank
+
+        task.explain = explain_rerank(kept, fused[0])
+    return task

@@ -22,13 +22,18 @@ class RankerResult:
 
 @dataclass
 class TaskResult:
-    """All rankers of one task on one data set. ``notes`` tell what was dropped or skipped, and why."""
+    """All rankers of one task on one data set. ``notes`` tell what was dropped or skipped, and why.
+
+    ``explain`` holds the ``fused`` ranker's per-candidate components when asked for (rerank
+    ``--explain``); it is not part of the JSON contract.
+    """
 
     task: str
     n_queries: int
     metric_names: list[str]
     rankers: dict[str, RankerResult] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    explain: list[dict[str, Any]] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
         """``{"task", "n_queries", "rankers": {name: {metric: percent}}}``, exactly the contract's keys."""

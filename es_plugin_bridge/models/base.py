@@ -6,6 +6,10 @@ import numpy as np
 import torch
 from torch import nn
 
+#: Ids the vocabulary reserves (training/vocab.py): padding and the one id of every unknown word.
+PAD_ID = 0
+UNK_ID = 1
+
 MODEL_TYPES = ("bow-cnn", "cnn", "rcnn", "lstm", "gru", "siamese-lstm", "siamese-cnn")
 
 

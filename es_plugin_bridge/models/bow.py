@@ -15,6 +15,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from es_plugin_bridge.models.base import UNK_ID
+
 
 class WeightedBagOfWords(nn.Module):
     """The BOW path: per-word weight vector ``weight`` (t), initialised to IDF or ones, optionally frozen."""
@@ -31,7 +33,12 @@ class WeightedBagOfWords(nn.Module):
         self.weight = nn.Parameter(start, requires_grad=trainable)
 
     def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """[B, T] ids and mask → (term ids [B, T] with −1 off first occurrences, values tf·t [B, T])."""
+        """[B, T] ids and mask → (term ids [B, T] with −1 off first occurrences, values tf·t [B, T]).
+
+        The unknown-word id is no word: every out-of-vocabulary token shares it, so counting it
+        would make two questions full of (different) unknown words look identical.
+        """
+        mask = mask & (ids != UNK_ID)
         real = mask.to(torch.float32)
         same = (ids.unsqueeze(2) == ids.unsqueeze(1)).to(torch.float32)
         same = same * real.unsqueeze(2) * real.unsqueeze(1)

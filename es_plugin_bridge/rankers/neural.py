@@ -1,6 +1,8 @@
 """``model`` (the trained model's own score) and ``fused`` (β fusion with a first stage).
 
-Both load a checkpoint directory written by ``esrerank train`` (``--model DIR``).
+Both load ``--model DIR``: a checkpoint directory written by ``esrerank train`` (scored with torch)
+or a model directory written by ``export-onnx`` (it has a manifest.json; scored with onnxruntime
+through ``serving.scorer.ExportedScorer``). Either format stores the fusion β in its config.json.
 ``fused`` = β_fs·minmax(first stage) + β_bow·bow + β_neural·neural, with the β fitted on dev data
 at training time for each first stage (see ``training/fusion.py``). Its first stage is the data's
 own order (``given``) when the model has β for it and the query carries first-stage scores, else
@@ -25,15 +27,33 @@ _SEARCHER = "neural.searcher"
 
 
 def _scorer(context: RankerContext) -> Any:
-    from es_plugin_bridge.training.scorer import NeuralScorer
+    """The run's scorer (NeuralScorer or ExportedScorer, by the directory's format), built once."""
+    from es_plugin_bridge.serving.scorer import ExportedScorer, is_exported
 
     scorer = context.shared.get(_SCORER)
     if scorer is None:
         assert context.model_dir is not None
-        scorer = NeuralScorer.from_dir(context.model_dir)
+        if is_exported(context.model_dir):
+            scorer = ExportedScorer.from_dir(context.model_dir)
+        else:
+            from es_plugin_bridge.training.scorer import NeuralScorer
+
+            scorer = NeuralScorer.from_dir(context.model_dir)
         scorer.vectors(list(context.collection))  # one batched pass over the collection
         context.shared[_SCORER] = scorer
     return scorer
+
+
+def _fusion_weights(context: RankerContext, scorer: Any) -> dict[str, dict[str, float]]:
+    """β per first stage: the exported config's ``beta.fusion``, or the checkpoint's ``fusion``."""
+    from es_plugin_bridge.serving.scorer import ExportedScorer
+    from es_plugin_bridge.training.checkpoint import read_config
+
+    if isinstance(scorer, ExportedScorer):
+        return dict(scorer.fusion)
+    assert context.model_dir is not None
+    fusion = read_config(context.model_dir).get("fusion") or {}
+    return {name: fit["weights"] for name, fit in fusion.get("first_stages", {}).items()}
 
 
 def _searcher(context: RankerContext) -> Any:
@@ -80,14 +100,8 @@ class FusedRanker(Ranker):
 
     def __init__(self, context: RankerContext) -> None:
         super().__init__(context)
-        from es_plugin_bridge.training.checkpoint import read_config
-
-        assert context.model_dir is not None
         self.scorer = _scorer(context)
-        fusion = read_config(context.model_dir).get("fusion") or {}
-        self.stages: dict[str, dict[str, float]] = {
-            name: fit["weights"] for name, fit in fusion.get("first_stages", {}).items()
-        }
+        self.stages = _fusion_weights(context, self.scorer)
         if not self.stages:
             raise UserError(f"{context.model_dir}: no fusion weights (β) in config.json; retrain it")
         self._first_stage: dict[str, Ranker] = {}

@@ -30,7 +30,7 @@ from es_plugin_bridge.errors import DataFormatError, UserError
 from es_plugin_bridge.serving.config import ExportedConfig, parse_config
 from es_plugin_bridge.text import Preprocessor, TextOptions
 from es_plugin_bridge.training.fusion import fuse
-from es_plugin_bridge.training.vocab import PAD_ID, Vocabulary
+from es_plugin_bridge.training.vocab import PAD_ID, UNK_ID, Vocabulary
 from exporters.manifest import MANIFEST, read_verified
 
 CONFIG = "config.json"
@@ -188,7 +188,7 @@ class ModelDirectory:
         """Sorted vocabulary ids and their L2-normalised weights tf·t."""
         title, body = self.token_ids(question)
         ids, counts = np.unique(np.asarray(title + body, dtype=np.int64), return_counts=True)
-        keep = ids != PAD_ID
+        keep = (ids != PAD_ID) & (ids != UNK_ID)  # unknown words are no shared word
         ids, counts = ids[keep], counts[keep]
         values = counts * self.bow_weights[ids].astype(np.float64)
         norm = np.sqrt((values * values).sum())

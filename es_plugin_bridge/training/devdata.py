@@ -1,9 +1,11 @@
 """Dev data as reranking queries, the one shape early stopping and the β fit both score.
 
 SemEval / AskUbuntu-release dev queries are used as they are (their candidates, labels and the
-given first-stage scores). Duplicate pairs become queries too: each first question q1 gets the
-BM25 top-``window`` of the dev collection (q1 excluded) as candidates, with its duplicate q2 put in
-place of the last one when BM25 missed it — what the product's rescoring window looks like.
+given first-stage scores); a query a reader tagged ``split="test"`` is never used. Duplicate pairs
+become queries too: each first question q1 gets the BM25 top-``WINDOW`` of the dev collection (q1
+excluded) as candidates — the window the ``fused`` ranker rescores. When BM25 missed every
+duplicate, one is put in place of the last candidate (``split=FORCED``) so early stopping still
+sees the model rank it; the β fit leaves those queries out, as evaluation would never see them.
 """
 
 from __future__ import annotations
@@ -18,14 +20,22 @@ from es_plugin_bridge.engines import EmbeddedIndex
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.text import Preprocessor
 
+#: The first stage's window: what ``fused`` rescores at retrieval time and what β are fit on.
+WINDOW = 100
+PAIR_QUERIES = "dev-pairs"
+FORCED = "dev-pairs-forced"
+
 
 def dev_queries(
-    datasets: Sequence[Dataset], preprocessor: Preprocessor, window: int = 50, max_queries: int | None = 2000
+    datasets: Sequence[Dataset],
+    preprocessor: Preprocessor,
+    window: int = WINDOW,
+    max_queries: int | None = None,
 ) -> list[RankingQuery]:
     """Reranking queries from dev datasets; UserError when none has a relevant candidate."""
     queries: list[RankingQuery] = []
     for ds in datasets:
-        queries.extend(ds.queries)
+        queries.extend(q for q in ds.queries if q.split != "test")
         if ds.pairs:
             queries.extend(_pair_queries(ds, preprocessor, window))
     if max_queries is not None and len(queries) > max_queries:
@@ -58,7 +68,8 @@ def _pair_queries(ds: Dataset, preprocessor: Preprocessor, window: int) -> list[
         query_tokens = preprocessor.tokens(pair.q1)
         hits = index.search(query_tokens, k=window, exclude={pair.q1.id})
         cand_ids = [doc for doc, _ in hits]
-        if pair.q2.id not in cand_ids:
+        forced = not dupes[pair.q1.id] & set(cand_ids)
+        if forced:
             cand_ids = cand_ids[: window - 1] + [pair.q2.id]
         scores = np.asarray(index.score(query_tokens, cand_ids), dtype=np.float64)
         out.append(
@@ -67,7 +78,7 @@ def _pair_queries(ds: Dataset, preprocessor: Preprocessor, window: int) -> list[
                 candidates=[collection[c] for c in cand_ids],
                 labels=[1 if c in dupes[pair.q1.id] else 0 for c in cand_ids],
                 first_stage_scores=[float(s) for s in scores],
-                split="dev-pairs",
+                split=FORCED if forced else PAIR_QUERIES,
             )
         )
     return out

@@ -51,24 +51,43 @@ class TrainingSet:
         return chosen
 
 
+#: Reranking queries a reader tagged with one of these splits are held out, never trained on.
+HELD_OUT = frozenset({"dev", "test"})
+
+
 def build_training_set(datasets: Sequence[Dataset]) -> TrainingSet:
-    """Merge datasets; UserError when they hold no duplicate (positive) pair at all."""
+    """Merge datasets; UserError when they hold no duplicate (positive) pair at all.
+
+    Queries tagged ``dev``/``test`` (the AskUbuntu release's dev.txt/test.txt) are skipped. Two
+    different questions under one id (e.g. two Stack Exchange dumps both numbering from 1) are an
+    error rather than one silently replacing the other.
+    """
     out = TrainingSet()
     for ds in datasets:
-        out.questions.update(ds.questions)
+        for q in ds.questions.values():
+            _keep(out, q, ds.name)
         for pair in ds.pairs:
-            out.questions.setdefault(pair.q1.id, pair.q1)
-            out.questions.setdefault(pair.q2.id, pair.q2)
+            _keep(out, pair.q1, ds.name)
+            _keep(out, pair.q2, ds.name)
             _add(out, pair.q1.id, pair.q2.id, 1 if pair.label > 0 else 0)
         for rq in ds.queries:
-            out.questions.setdefault(rq.query.id, rq.query)
+            if rq.split in HELD_OUT:
+                continue
+            _keep(out, rq.query, ds.name)
             for cand, label in zip(rq.candidates, rq.labels, strict=True):
-                out.questions.setdefault(cand.id, cand)
+                _keep(out, cand, ds.name)
                 _add(out, rq.query.id, cand.id, 1 if label > 0 else 0)
     if not out.positives:
         names = ", ".join(ds.name for ds in datasets) or "(none)"
         raise UserError(f"the training data ({names}) holds no duplicate pair: nothing to learn from")
     return out
+
+
+def _keep(out: TrainingSet, q: Question, source: str) -> None:
+    known = out.questions.setdefault(q.id, q)
+    if known is not q and (known.title, known.body) != (q.title, q.body):
+        raise UserError(f"{source}: question id {q.id!r} already names a different question in the "
+                        "training data; give each dataset distinct ids")
 
 
 def _add(out: TrainingSet, a: str, b: str, label: int) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 import scipy.sparse as sp
@@ -20,7 +21,10 @@ from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.models import QuestionSimilarityModel
 from es_plugin_bridge.training.checkpoint import load_checkpoint
 from es_plugin_bridge.training.featurize import Featurizer
-from es_plugin_bridge.training.vocab import PAD_ID
+from es_plugin_bridge.training.vocab import PAD_ID, UNK_ID
+
+#: Floor of the Manhattan similarity, as in models.similarity: it stays in (0, 1].
+_TINY = float(np.finfo(np.float32).tiny)
 
 COMPONENTS = ("neural", "bow", "model")
 
@@ -39,6 +43,9 @@ class NeuralScorer:
         self.batch_size = batch_size
         self._vectors: dict[str, np.ndarray] = {}
         self._bow_rows: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        # The BOW weights t: learned for bow-cnn, the vocabulary's IDF for the other types.
+        source = model.bow.weight.detach().numpy() if model.bow is not None else featurizer.vocab.idf
+        self.bow_weights = np.asarray(source, dtype=np.float64)
 
     @classmethod
     def from_dir(cls, directory: Path) -> NeuralScorer:
@@ -47,10 +54,9 @@ class NeuralScorer:
 
     # -- encodings ------------------------------------------------------------------------------
     @property
-    def bow_weights(self) -> np.ndarray:
-        if self.model.bow is not None:
-            return self.model.bow.weight.detach().numpy().astype(np.float64)
-        return np.asarray(self.featurizer.vocab.idf, dtype=np.float64)
+    def needs_bow(self) -> bool:
+        """Whether the model's own score uses the BOW path (bow-cnn); others only need it for fusion."""
+        return self.model.beta is not None
 
     @torch.no_grad()
     def vectors(self, questions: Sequence[Question]) -> np.ndarray:
@@ -64,35 +70,39 @@ class NeuralScorer:
                 self._vectors[q.id] = vec
         return np.stack([self._vectors[q.id] for q in questions]) if questions else np.zeros((0, 1))
 
+    def _bow_row(self, question: Question) -> tuple[np.ndarray, np.ndarray]:
+        """Vocabulary ids and L2-normalised weights tf·t of one question (cached by id).
+
+        Padding and the unknown-word id are left out: every out-of-vocabulary word shares that id, so
+        counting it would make questions full of different unknown words look alike.
+        """
+        row = self._bow_rows.get(question.id)
+        if row is None:
+            title, body = self.featurizer.ids(question)
+            ids, counts = np.unique(np.asarray(title + body, dtype=np.int64), return_counts=True)
+            keep = (ids != PAD_ID) & (ids != UNK_ID)
+            ids, counts = ids[keep], counts[keep]
+            values = counts * self.bow_weights[ids]
+            norm = np.sqrt((values * values).sum())
+            row = (ids, values / norm if norm > 0 else values)
+            self._bow_rows[question.id] = row
+        return row
+
     def bow_matrix(self, questions: Sequence[Question]) -> sp.csr_matrix:
         """L2-normalised weighted bag of words, one row per question, over vocabulary ids."""
-        weights = self.bow_weights
-        rows, cols, vals = [], [], []
-        for i, q in enumerate(questions):
-            title, body = self.featurizer.ids(q)
-            ids, counts = np.unique(np.asarray(title + body, dtype=np.int64), return_counts=True)
-            keep = ids != PAD_ID
-            ids, counts = ids[keep], counts[keep]
-            values = counts * weights[ids]
-            norm = np.sqrt((values * values).sum())
-            if norm > 0:
-                values = values / norm
-            rows.append(np.full(len(ids), i))
-            cols.append(ids)
-            vals.append(values)
-        shape = (len(questions), len(weights))
-        if not rows:
-            return sp.csr_matrix(shape)
-        return sp.csr_matrix(
-            (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=shape
-        )
+        rows = [self._bow_row(q) for q in questions]
+        lengths = [len(ids) for ids, _ in rows]
+        indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        cols = np.concatenate([ids for ids, _ in rows]) if rows else np.zeros(0, dtype=np.int64)
+        vals = np.concatenate([v for _, v in rows]) if rows else np.zeros(0)
+        return sp.csr_matrix((vals, cols, indptr), shape=(len(questions), len(self.bow_weights)))
 
     # -- similarities ---------------------------------------------------------------------------
     def _neural_sim(self, q: np.ndarray, docs: np.ndarray, docs_normalised: bool = False) -> np.ndarray:
         """Similarity of query vectors [M, D] to documents [N, D] → [M, N]."""
         if self.model.similarity == "manhattan":
             qt, dt = torch.from_numpy(q), torch.from_numpy(docs)
-            return torch.exp(-torch.cdist(qt, dt, p=1)).numpy()
+            return torch.exp(-torch.cdist(qt, dt, p=1)).clamp_min(_TINY).numpy()
         return normalise(q) @ (docs if docs_normalised else normalise(docs)).T
 
     def _combine(self, neural: np.ndarray, bow: np.ndarray) -> np.ndarray:
@@ -105,9 +115,15 @@ class NeuralScorer:
         """``neural``, ``bow`` and ``model`` scores of each candidate for ``query``."""
         if not candidates:
             return {name: np.zeros(0) for name in COMPONENTS}
-        neural = self._neural_sim(self.vectors([query]), self.vectors(candidates))[0]
+        neural = self._neural_sim(self.vectors([query]), self.vectors(candidates))[0].astype(np.float64)
         bow = (self.bow_matrix([query]) @ self.bow_matrix(candidates).T).toarray()[0]
-        return {"neural": neural.astype(np.float64), "bow": bow, "model": self._combine(neural, bow)}
+        return {"neural": neural, "bow": bow, "model": self._combine(neural, bow)}
+
+    def model_scores(self, query: Question, candidates: Sequence[Question]) -> np.ndarray:
+        """The model's own score only: skips the BOW path for models whose score does not use it."""
+        if self.needs_bow:
+            return self.components(query, candidates)["model"]
+        return self._neural_sim(self.vectors([query]), self.vectors(candidates))[0].astype(np.float64)
 
     def pair_components(self, pairs: Sequence[tuple[Question, Question]]) -> dict[str, np.ndarray]:
         """Components for each (q1, q2) pair."""
@@ -116,7 +132,7 @@ class NeuralScorer:
         a = self.vectors([p[0] for p in pairs])
         b = self.vectors([p[1] for p in pairs])
         if self.model.similarity == "manhattan":
-            neural = np.exp(-np.abs(a - b).sum(1))
+            neural = np.maximum(np.exp(-np.abs(a - b).sum(1)), _TINY)
         else:
             neural = (a * b).sum(1) / np.maximum(np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1), 1e-8)
         bow = np.asarray(
@@ -125,24 +141,62 @@ class NeuralScorer:
         return {"neural": neural.astype(np.float64), "bow": bow, "model": self._combine(neural, bow)}
 
 
-class CollectionSearcher:
-    """Brute-force search of a fixed collection with a NeuralScorer (every document scored)."""
+class SearchScorer(Protocol):
+    """What CollectionSearcher needs of a scorer: a NeuralScorer (torch, through TorchSearchScorer) or
+    an exported model directory (``serving.scorer.ExportedScorer``, onnxruntime)."""
 
-    def __init__(self, scorer: NeuralScorer, collection: Sequence[Question]) -> None:
+    similarity: str  # "cosine" or "manhattan"
+
+    def vectors(self, questions: Sequence[Question]) -> np.ndarray: ...
+
+    def bow_matrix(self, questions: Sequence[Question]) -> sp.csr_matrix: ...
+
+    def neural_similarity(self, queries: np.ndarray, docs: np.ndarray,
+                          docs_normalised: bool = False) -> np.ndarray: ...
+
+    def combine(self, neural: np.ndarray, bow: np.ndarray) -> np.ndarray: ...
+
+
+class TorchSearchScorer:
+    """A NeuralScorer seen as a SearchScorer."""
+
+    def __init__(self, scorer: NeuralScorer) -> None:
         self.scorer = scorer
+        self.similarity: str = scorer.model.similarity
+
+    def vectors(self, questions: Sequence[Question]) -> np.ndarray:
+        return self.scorer.vectors(questions)
+
+    def bow_matrix(self, questions: Sequence[Question]) -> sp.csr_matrix:
+        return self.scorer.bow_matrix(questions)
+
+    def neural_similarity(self, queries: np.ndarray, docs: np.ndarray,
+                          docs_normalised: bool = False) -> np.ndarray:
+        return self.scorer._neural_sim(queries, docs, docs_normalised)
+
+    def combine(self, neural: np.ndarray, bow: np.ndarray) -> np.ndarray:
+        return self.scorer._combine(neural, bow)
+
+
+class CollectionSearcher:
+    """Brute-force search of a fixed collection with a scorer (every document scored)."""
+
+    def __init__(self, scorer: NeuralScorer | SearchScorer, collection: Sequence[Question]) -> None:
+        self.scorer: SearchScorer = TorchSearchScorer(scorer) if isinstance(scorer, NeuralScorer) else scorer
         self.ids = [q.id for q in collection]
         self.position = {qid: i for i, qid in enumerate(self.ids)}
-        self.doc_vectors = scorer.vectors(collection)
-        self.cosine = scorer.model.similarity != "manhattan"
+        self.doc_vectors = self.scorer.vectors(collection)
+        self.cosine = self.scorer.similarity != "manhattan"
         if self.cosine:  # normalise once, not once per query
             self.doc_vectors = normalise(self.doc_vectors)
-        self.doc_bow = scorer.bow_matrix(collection).T.tocsr()
+        self.doc_bow = self.scorer.bow_matrix(collection).T.tocsr()
 
     def all_scores(self, query: Question) -> dict[str, np.ndarray]:
-        neural = self.scorer._neural_sim(self.scorer.vectors([query]), self.doc_vectors, self.cosine)[0]
+        query_vectors = self.scorer.vectors([query])
+        neural = self.scorer.neural_similarity(query_vectors, self.doc_vectors, self.cosine)[0]
         neural = neural.astype(np.float64)
         bow = (self.scorer.bow_matrix([query]) @ self.doc_bow).toarray()[0]
-        return {"neural": neural, "bow": bow, "model": self.scorer._combine(neural, bow)}
+        return {"neural": neural, "bow": bow, "model": self.scorer.combine(neural, bow)}
 
     def search(
         self, query: Question, k: int, exclude: set[str] | None = None, component: str = "model"

@@ -27,7 +27,7 @@ from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.models import PRETRAINABLE_TYPES, QuestionSimilarityModel, TitleDecoder, build_model
 from es_plugin_bridge.text import Preprocessor, TextOptions
 from es_plugin_bridge.training.checkpoint import save_checkpoint, write_json
-from es_plugin_bridge.training.devdata import dev_queries
+from es_plugin_bridge.training.devdata import FORCED, PAIR_QUERIES, WINDOW, dev_queries
 from es_plugin_bridge.training.embeddings import embedding_matrix
 from es_plugin_bridge.training.examples import TrainingSet, build_training_set
 from es_plugin_bridge.training.featurize import Featurizer
@@ -64,8 +64,8 @@ class TrainConfig:
     max_title: int = 48
     max_body: int = 100
     pretrain_epochs: int = 0
-    dev_window: int = 50
-    max_dev_queries: int | None = 1000
+    dev_window: int = WINDOW
+    max_dev_queries: int | None = 1000  # the one default (dev_queries takes it from here)
     show_progress: bool = True
 
 
@@ -101,6 +101,11 @@ class Trainer:
             (self.preprocessor.tokens(q) for q in self.data.questions.values()), min_count=cfg.min_count
         )
         self.featurizer = Featurizer(self.preprocessor, vocab, cfg.max_title, cfg.max_body)
+        long_titles = sum(len(self.preprocessor.title_tokens(q)) > cfg.max_title
+                          for q in self.data.questions.values())
+        if long_titles:
+            log.warning("%d of %d training titles are longer than %d tokens and are cut to it (--max-title)",
+                        long_titles, len(self.data.questions), cfg.max_title)
         matrix = embedding_matrix(
             vocab, cfg.embeddings, None if cfg.embeddings else cfg.embedding_dim, seed=cfg.seed
         )
@@ -180,7 +185,7 @@ class Trainer:
         self.model.eval()
         scorer = NeuralScorer(self.model, self.featurizer)
         scorer.vectors(self._dev_questions())  # one batched pass instead of one per query
-        scores = [scorer.components(rq.query, rq.candidates)["model"] for rq in self.dev]
+        scores = [scorer.model_scores(rq.query, rq.candidates) for rq in self.dev]
         self.model.train()
         return mean_ap(scores, [rq.labels for rq in self.dev])
 
@@ -284,9 +289,12 @@ class Trainer:
         """β for each first stage the dev data allows: ``given`` (when present), bm25, lmdirichlet."""
         scorer = NeuralScorer(self.model, self.featurizer)
         scorer.vectors(self._dev_questions())
-        components = [scorer.components(rq.query, rq.candidates) for rq in self.dev]
-        labels = [rq.labels for rq in self.dev]
-        stages = _first_stage_scores(self.dev, self.preprocessor)
+        # As at evaluation time, the first stage's window holds what it found: queries whose duplicate
+        # BM25 missed (and that dev_queries put back for early stopping) are left out of the β fit.
+        dev = [rq for rq in self.dev if rq.split != FORCED]
+        components = [scorer.components(rq.query, rq.candidates) for rq in dev]
+        labels = [rq.labels for rq in dev]
+        stages = _first_stage_scores(dev, self.preprocessor)
         weights: dict[str, Any] = {}
         for stage, per_query in stages.items():
             feats = [
@@ -315,7 +323,7 @@ def _first_stage_scores(
     BM25 and LM-Dirichlet statistics come from every candidate of the dev queries, as in evaluation.
     """
     out: dict[str, list[np.ndarray]] = {}
-    if all(rq.first_stage_scores is not None and rq.split != "dev-pairs" for rq in queries):
+    if all(rq.first_stage_scores is not None and not rq.split.startswith(PAIR_QUERIES) for rq in queries):
         out["given"] = [np.asarray(rq.first_stage_scores, dtype=np.float64) for rq in queries]
     collection = {c.id: c for rq in queries for c in rq.candidates}
     ids = list(collection)
