@@ -4,8 +4,8 @@ Each step is an ``esrerank`` command, printed before it runs, so any row can be 
 
 1. ``esrerank split`` carves AskUbuntu train/dev/test (1,000 / 2,000 duplicate pairs held out, whole
    duplicate clusters per split) from ``train_titles.tsv``;
-2. ``esrerank embeddings`` trains word2vec on the AskUbuntu training split (+ the unlabelled val and
-   Meta Stack Exchange pairs) and on the SemEval train and dev files (questions and comments);
+2. ``esrerank embeddings`` trains word2vec on the AskUbuntu training split (+ the Meta Stack
+   Exchange pairs' text) and on the SemEval train and dev files (questions and comments);
 3. per model type and dataset: ``esrerank train`` (time budget per run), then ``esrerank evaluate``:
    AskUbuntu retrieval over every distinct title (queries = test duplicate pairs) and pair
    classification (threshold on dev), SemEval-2016 dev reranking (trained on train-part1, early
@@ -58,6 +58,8 @@ def prepare(data: Path, out: Path, threads: int) -> dict[str, Path]:
                 "1",
             ]
         )
+    if not (au / "val-test-titles.tsv").is_file():
+        classification_pairs(data / "askubuntu-pairs/val.tsv", au)
     w2v_au = out / "w2v-askubuntu.txt"
     if not w2v_au.is_file():
         run(
@@ -66,9 +68,7 @@ def prepare(data: Path, out: Path, threads: int) -> dict[str, Path]:
                 "embeddings",
                 "--corpus",
                 f"pairs:{au / 'train.tsv'}",
-                "--corpus",
-                f"pairs:{data / 'askubuntu-pairs/val.tsv'}",
-                "--corpus",
+                "--corpus",  # not val.tsv: its pairs are the classification test
                 f"pairs:{data / 'extra/meta-stackexchange-val.tsv'}",
                 "--out",
                 str(w2v_au),
@@ -102,14 +102,39 @@ def prepare(data: Path, out: Path, threads: int) -> dict[str, Path]:
     return {"au": au, "w2v_au": w2v_au, "se": se, "w2v_se": w2v_se}
 
 
+def classification_pairs(val: Path, au: Path) -> None:
+    """Title pairs for pair classification, from ``val.tsv`` (balanced), minus every pair with a
+    question of the training split; alternate pairs go to dev (threshold) and test.
+
+    The held-out splits of ``esrerank split`` hold almost no non-duplicates (a random non-duplicate
+    partner is nearly always a training question, so such pairs are dropped), hence this separate set.
+    """
+    from es_plugin_bridge.data.spec import read_spec
+    from es_plugin_bridge.data.split import write_pairs
+    from es_plugin_bridge.data.types import Pair, Question
+
+    seen = {q.title.strip() for q in read_spec(f"pairs:{au / 'train.tsv'}").questions.values()}
+    kept = [
+        Pair(Question(p.q1.id, p.q1.title), Question(p.q2.id, p.q2.title), p.label)
+        for p in read_spec(f"pairs:{val}").pairs
+        if p.q1.title.strip() not in seen and p.q2.title.strip() not in seen
+    ]
+    write_pairs(kept[0::2], au / "val-dev-titles.tsv")
+    write_pairs(kept[1::2], au / "val-test-titles.tsv")
+    dups = sum(p.label for p in kept)
+    print(f"classification pairs from {val.name}: {len(kept)} kept ({dups} duplicates) of 1000, "
+          "none with a training question; halves in val-dev-titles.tsv / val-test-titles.tsv")
+
+
 def train_args(model_type: str, args: argparse.Namespace) -> list[str]:
+    budgets = dict(item.split("=") for item in args.budgets.split(",") if item)
     extra = [
         "--epochs",
         "50",
         "--patience",
         str(args.patience),
         "--time-budget",
-        str(args.budget),
+        budgets.get(model_type, str(args.budget)),
         "--threads",
         str(args.threads),
         "--quiet",
@@ -194,9 +219,9 @@ def askubuntu(model_type: str, paths: dict[str, Path], out: Path, args: argparse
         run_dir,
         "classify",
         "--data",
-        f"pairs:{au / 'test.tsv'}",
+        f"pairs:{au / 'val-test-titles.tsv'}",
         "--dev",
-        f"pairs:{au / 'dev.tsv'}",
+        f"pairs:{au / 'val-dev-titles.tsv'}",
         "--rankers",
         "bm25,model",
     )

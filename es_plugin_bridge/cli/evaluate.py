@@ -66,7 +66,8 @@ def _require(task: str, given: dict[str, object], needed: Sequence[str], allowed
 @click.option("--rankers", "rankers_text", metavar="NAMES",
               help="Comma-separated: given, bm25, lmdirichlet, lmjelinekmercer, dfr, ib, tfidf, model, "
                    "fused.")
-@click.option("--model", "model_dir", type=click.Path(path_type=Path), help="Model directory (model, fused).")
+@click.option("--model", "model_dir", type=click.Path(path_type=Path),
+              help="Model directory (model, fused): a training checkpoint or an export-onnx directory.")
 @click.option("--json", "json_path", type=click.Path(path_type=Path, dir_okay=False),
               help="Write the JSON here.")
 @click.option("--per-query", "per_query_path", type=click.Path(path_type=Path, dir_okay=False),
