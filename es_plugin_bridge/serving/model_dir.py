@@ -207,8 +207,8 @@ class ModelDirectory:
         """Similarity of one query vector [D] to document vectors [N, D] → [N] float64."""
         q = query.astype(np.float64)
         d = docs.astype(np.float64)
-        if self.similarity == "manhattan":
-            return np.exp(-np.abs(d - q).sum(1))
+        if self.similarity == "manhattan":  # floored as in models.similarity: stays in (0, 1]
+            return np.maximum(np.exp(-np.abs(d - q).sum(1)), float(np.finfo(np.float32).tiny))
         qn = q / max(float(np.linalg.norm(q)), 1e-8)
         dn = d / np.maximum(np.linalg.norm(d, axis=1, keepdims=True), 1e-8)
         return dn @ qn

@@ -54,6 +54,10 @@ class NeuralScorer:
 
     # -- encodings ------------------------------------------------------------------------------
     @property
+    def similarity(self) -> str:
+        return self.model.similarity
+
+    @property
     def needs_bow(self) -> bool:
         """Whether the model's own score uses the BOW path (bow-cnn); others only need it for fusion."""
         return self.model.beta is not None
@@ -98,14 +102,14 @@ class NeuralScorer:
         return sp.csr_matrix((vals, cols, indptr), shape=(len(questions), len(self.bow_weights)))
 
     # -- similarities ---------------------------------------------------------------------------
-    def _neural_sim(self, q: np.ndarray, docs: np.ndarray, docs_normalised: bool = False) -> np.ndarray:
+    def neural_similarity(self, q: np.ndarray, docs: np.ndarray, docs_normalised: bool = False) -> np.ndarray:
         """Similarity of query vectors [M, D] to documents [N, D] → [M, N]."""
         if self.model.similarity == "manhattan":
             qt, dt = torch.from_numpy(q), torch.from_numpy(docs)
             return torch.exp(-torch.cdist(qt, dt, p=1)).clamp_min(_TINY).numpy()
         return normalise(q) @ (docs if docs_normalised else normalise(docs)).T
 
-    def _combine(self, neural: np.ndarray, bow: np.ndarray) -> np.ndarray:
+    def combine(self, neural: np.ndarray, bow: np.ndarray) -> np.ndarray:
         if self.model.beta is None:
             return neural
         b1, b2 = (float(x) for x in self.model.beta.detach())
@@ -115,15 +119,15 @@ class NeuralScorer:
         """``neural``, ``bow`` and ``model`` scores of each candidate for ``query``."""
         if not candidates:
             return {name: np.zeros(0) for name in COMPONENTS}
-        neural = self._neural_sim(self.vectors([query]), self.vectors(candidates))[0].astype(np.float64)
+        neural = self.neural_similarity(self.vectors([query]), self.vectors(candidates))[0].astype(np.float64)
         bow = (self.bow_matrix([query]) @ self.bow_matrix(candidates).T).toarray()[0]
-        return {"neural": neural, "bow": bow, "model": self._combine(neural, bow)}
+        return {"neural": neural, "bow": bow, "model": self.combine(neural, bow)}
 
     def model_scores(self, query: Question, candidates: Sequence[Question]) -> np.ndarray:
         """The model's own score only: skips the BOW path for models whose score does not use it."""
         if self.needs_bow:
             return self.components(query, candidates)["model"]
-        return self._neural_sim(self.vectors([query]), self.vectors(candidates))[0].astype(np.float64)
+        return self.neural_similarity(self.vectors([query]), self.vectors(candidates))[0].astype(np.float64)
 
     def pair_components(self, pairs: Sequence[tuple[Question, Question]]) -> dict[str, np.ndarray]:
         """Components for each (q1, q2) pair."""
@@ -138,11 +142,11 @@ class NeuralScorer:
         bow = np.asarray(
             self.bow_matrix([p[0] for p in pairs]).multiply(self.bow_matrix([p[1] for p in pairs])).sum(1)
         ).ravel()
-        return {"neural": neural.astype(np.float64), "bow": bow, "model": self._combine(neural, bow)}
+        return {"neural": neural.astype(np.float64), "bow": bow, "model": self.combine(neural, bow)}
 
 
 class SearchScorer(Protocol):
-    """What CollectionSearcher needs of a scorer: a NeuralScorer (torch, through TorchSearchScorer) or
+    """What CollectionSearcher needs of a scorer: a NeuralScorer (torch) or
     an exported model directory (``serving.scorer.ExportedScorer``, onnxruntime)."""
 
     similarity: str  # "cosine" or "manhattan"
@@ -157,32 +161,11 @@ class SearchScorer(Protocol):
     def combine(self, neural: np.ndarray, bow: np.ndarray) -> np.ndarray: ...
 
 
-class TorchSearchScorer:
-    """A NeuralScorer seen as a SearchScorer."""
-
-    def __init__(self, scorer: NeuralScorer) -> None:
-        self.scorer = scorer
-        self.similarity: str = scorer.model.similarity
-
-    def vectors(self, questions: Sequence[Question]) -> np.ndarray:
-        return self.scorer.vectors(questions)
-
-    def bow_matrix(self, questions: Sequence[Question]) -> sp.csr_matrix:
-        return self.scorer.bow_matrix(questions)
-
-    def neural_similarity(self, queries: np.ndarray, docs: np.ndarray,
-                          docs_normalised: bool = False) -> np.ndarray:
-        return self.scorer._neural_sim(queries, docs, docs_normalised)
-
-    def combine(self, neural: np.ndarray, bow: np.ndarray) -> np.ndarray:
-        return self.scorer._combine(neural, bow)
-
-
 class CollectionSearcher:
     """Brute-force search of a fixed collection with a scorer (every document scored)."""
 
-    def __init__(self, scorer: NeuralScorer | SearchScorer, collection: Sequence[Question]) -> None:
-        self.scorer: SearchScorer = TorchSearchScorer(scorer) if isinstance(scorer, NeuralScorer) else scorer
+    def __init__(self, scorer: SearchScorer, collection: Sequence[Question]) -> None:
+        self.scorer = scorer
         self.ids = [q.id for q in collection]
         self.position = {qid: i for i, qid in enumerate(self.ids)}
         self.doc_vectors = self.scorer.vectors(collection)
