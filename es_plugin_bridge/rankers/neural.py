@@ -21,6 +21,7 @@ from es_plugin_bridge.data.types import Pair, Question, RankingQuery
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.rankers import build, register
 from es_plugin_bridge.rankers.base import Ranker, RankerContext
+from es_plugin_bridge.training.devdata import WINDOW
 
 _SCORER = "neural.scorer"
 _SEARCHER = "neural.searcher"
@@ -96,7 +97,7 @@ class FusedRanker(Ranker):
     """First stage + BOW + neural, weighted by the β stored with the model."""
 
     name = "fused"
-    window = 100
+    window = WINDOW
 
     def __init__(self, context: RankerContext) -> None:
         super().__init__(context)
