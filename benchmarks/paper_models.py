@@ -99,7 +99,13 @@ def prepare(data: Path, out: Path, threads: int) -> dict[str, Path]:
                 str(threads),
             ]
         )
-    return {"au": au, "w2v_au": w2v_au, "se": se, "w2v_se": w2v_se}
+    return {
+        "titles": data / "askubuntu-pairs/train_titles.tsv",
+        "au": au,
+        "w2v_au": w2v_au,
+        "se": se,
+        "w2v_se": w2v_se,
+    }
 
 
 def classification_pairs(val: Path, au: Path) -> None:
@@ -122,8 +128,10 @@ def classification_pairs(val: Path, au: Path) -> None:
     write_pairs(kept[0::2], au / "val-dev-titles.tsv")
     write_pairs(kept[1::2], au / "val-test-titles.tsv")
     dups = sum(p.label for p in kept)
-    print(f"classification pairs from {val.name}: {len(kept)} kept ({dups} duplicates) of 1000, "
-          "none with a training question; halves in val-dev-titles.tsv / val-test-titles.tsv")
+    print(
+        f"classification pairs from {val.name}: {len(kept)} kept ({dups} duplicates) of 1000, "
+        "none with a training question; halves in val-dev-titles.tsv / val-test-titles.tsv"
+    )
 
 
 def train_args(model_type: str, args: argparse.Namespace) -> list[str]:
@@ -207,10 +215,8 @@ def askubuntu(model_type: str, paths: dict[str, Path], out: Path, args: argparse
         "retrieval",
         "--queries",
         f"pairs:{au / 'test.tsv'}",
-        "--corpus",
-        f"pairs:{au / 'train.tsv'}",
-        "--corpus",
-        f"pairs:{au / 'dev.tsv'}",
+        "--corpus",  # every distinct title, also those of pairs the split dropped
+        f"pairs:{paths['titles']}",
         "--rankers",
         "bm25,lmdirichlet,model,fused",
     )

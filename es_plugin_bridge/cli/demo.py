@@ -146,6 +146,10 @@ def split_step(ctx: DemoContext) -> None:
         titles = len({q.id for p in parts[name] for q in (p.q1, p.q2)})
         table.add_row(path.name, str(len(parts[name])), str(dups), str(titles))
         rows.append(f"| {name}.tsv | {len(parts[name])} | {dups} | {titles} |")
+    everything = ctx.split_dir / "all.tsv"
+    write_pairs(pairs, everything)
+    ctx.split["all"] = everything
+    ctx.written.append(everything)
     dropped = (f"dropped: {len(result.dropped)} of {len(pairs)} pairs (non-duplicates whose two "
                "questions fell in different splits)")
     ctx.console.print(table)
@@ -162,9 +166,10 @@ def _ensure_split(ctx: DemoContext) -> None:
 
 # -- AskUbuntu retrieval ------------------------------------------------------------------------------
 def _retrieval(ctx: DemoContext, key: str, title: str, names: list[str], model: Path | None = None) -> None:
-    """The test split's duplicate pairs are the queries; every title of train+dev+test is a document."""
+    """The test split's duplicate pairs are the queries; every title of the split's source is a document
+    (``all.tsv``: also the questions of non-duplicate pairs the split dropped)."""
     _ensure_split(ctx)
-    queries, corpus = f"pairs:{ctx.split['test']}", [f"pairs:{ctx.split[s]}" for s in ("train", "dev")]
+    queries, corpus = f"pairs:{ctx.split['test']}", [f"pairs:{ctx.split['all']}"]
     model_option = f"--model {model} " if model else ""
     command = (f"esrerank evaluate --task retrieval --queries {queries} "
                + "".join(f"--corpus {c} " for c in corpus)
