@@ -22,7 +22,7 @@ from torch import nn
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.models.base import Encoder
 from es_plugin_bridge.models.hyper import PRETRAINABLE_TYPES
-from es_plugin_bridge.models.sequences import embed, lengths, pad_to
+from es_plugin_bridge.models.sequences import embed, lengths, pad_to, stack_rows
 from es_plugin_bridge.models.similarity_model import QuestionSimilarityModel
 
 IGNORE = -100
@@ -130,9 +130,7 @@ class TitleDecoder(nn.Module):
         has_body = body_mask.any(1)
         body_ids, body_mask, body_titles, body_title_mask = (
             body_ids[has_body], body_mask[has_body], title_ids[has_body], title_mask[has_body])
-        length = max(title_ids.shape[1], body_ids.shape[1])
-        context_ids = torch.cat([pad_to(title_ids, length), pad_to(body_ids, length)], dim=0)
-        context_mask = torch.cat([pad_to(title_mask, length, False), pad_to(body_mask, length, False)], dim=0)
+        context_ids, context_mask = stack_rows(title_ids, title_mask, body_ids, body_mask)
         titles = torch.cat([title_ids, body_titles], dim=0)
         target_mask = torch.cat([title_mask, body_title_mask], dim=0)
         states = self.states(context_ids, context_mask, titles, target_mask)

@@ -68,6 +68,17 @@ def pad_to(x: torch.Tensor, length: int, value: float | int | bool = 0) -> torch
     return F.pad(x, (0, extra), value=value)
 
 
+def stack_rows(
+    a_ids: torch.Tensor, a_mask: torch.Tensor, b_ids: torch.Tensor, b_mask: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Two padded batches [Ba, Ta] and [Bb, Tb] as one [Ba + Bb, max(Ta, Tb)] batch (ids and mask), so
+    one encoder call serves both (e.g. titles and bodies)."""
+    length = max(a_ids.shape[1], b_ids.shape[1])
+    ids = torch.cat([pad_to(a_ids, length), pad_to(b_ids, length)], dim=0)
+    mask = torch.cat([pad_to(a_mask, length, False), pad_to(b_mask, length, False)], dim=0)
+    return ids, mask
+
+
 def concat_packed(
     ids_a: torch.Tensor, mask_a: torch.Tensor, ids_b: torch.Tensor, mask_b: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:

@@ -28,7 +28,7 @@ from es_plugin_bridge.models.cnn import ConvEncoder
 from es_plugin_bridge.models.hyper import parse_hyper
 from es_plugin_bridge.models.rcnn import RCNNEncoder
 from es_plugin_bridge.models.recurrent import RecurrentEncoder
-from es_plugin_bridge.models.sequences import check_left_aligned, concat_packed, has_tokens, pad_to
+from es_plugin_bridge.models.sequences import check_left_aligned, concat_packed, has_tokens, stack_rows
 from es_plugin_bridge.models.siamese_cnn import SiameseCNNEncoder
 from es_plugin_bridge.models.similarity import SIMILARITY_FUNCTIONS
 
@@ -142,9 +142,7 @@ class QuestionSimilarityModel(nn.Module):
         body_mask: torch.Tensor,
     ) -> torch.Tensor:
         """Title and body through the encoder in one batch, then the mean of the non-empty parts."""
-        length = max(title_ids.shape[1], body_ids.shape[1])
-        ids = torch.cat([pad_to(title_ids, length), pad_to(body_ids, length)], dim=0)
-        mask = torch.cat([pad_to(title_mask, length, False), pad_to(body_mask, length, False)], dim=0)
+        ids, mask = stack_rows(title_ids, title_mask, body_ids, body_mask)
         vectors = self.encoder(ids, mask).reshape(2, title_ids.shape[0], -1)
         has_title, has_body = has_tokens(title_mask), has_tokens(body_mask)
         total = (vectors[0] * has_title + vectors[1] * has_body) / (has_title + has_body).clamp_min(1.0)
