@@ -32,9 +32,11 @@ class SimilarityRanker(Ranker):
         if base is None:
             docs = [context.tokens(q) for q in context.collection]
             ids = [q.id for q in context.collection]
-            base = EmbeddedIndex.build(docs, self.similarity, ids=ids, **params)
-            context.shared[_SHARED] = base
-        self.index = base.with_similarity(self.similarity, **params)  # type: ignore[attr-defined]
+            # Built with this ranker's similarity, so the first ranker of a run scores only once.
+            self.index = EmbeddedIndex.build(docs, self.similarity, ids=ids, **params)
+            context.shared[_SHARED] = self.index
+        else:
+            self.index = base.with_similarity(self.similarity, **params)  # type: ignore[attr-defined]
 
     def score(self, query: Question, candidates: Sequence[Question]) -> np.ndarray:
         return np.asarray(self.index.score(self.context.tokens(query), [c.id for c in candidates]),
