@@ -215,12 +215,20 @@ class ModelDirectory:
 
     @staticmethod
     def bow_similarity(query: BagOfWords, docs: Sequence[BagOfWords]) -> np.ndarray:
-        """Cosine of one normalised bag of words to each of ``docs`` → [N] float64."""
-        out = np.zeros(len(docs))
-        for i, (ids, values) in enumerate(docs):
-            _, qi, di = np.intersect1d(query[0], ids, assume_unique=True, return_indices=True)
-            out[i] = float((query[1][qi] * values[di]).sum())
-        return out
+        """Cosine of one normalised bag of words to each of ``docs`` → [N] float64.
+
+        One vectorised pass over all documents' terms (the request path), not a loop per document:
+        query ids are sorted (``np.unique``), so ``searchsorted`` finds each document term's match.
+        """
+        q_ids, q_values = query
+        if not docs or len(q_ids) == 0:
+            return np.zeros(len(docs))
+        ids = np.concatenate([d[0] for d in docs])
+        values = np.concatenate([d[1] for d in docs])
+        owner = np.repeat(np.arange(len(docs)), [len(d[0]) for d in docs])
+        at = np.minimum(np.searchsorted(q_ids, ids), len(q_ids) - 1)
+        hit = q_ids[at] == ids
+        return np.bincount(owner[hit], weights=(values[hit] * q_values[at[hit]]), minlength=len(docs))
 
     def model_score(self, neural: np.ndarray, bow: np.ndarray) -> np.ndarray:
         beta = self.config.beta.model
