@@ -32,6 +32,7 @@ def _register() -> None:
     _add("es_plugin_bridge.cli.split", "split")
     _add("es_plugin_bridge.cli.export", "export_onnx_command")
     _add("es_plugin_bridge.cli.embeddings", "embeddings_command")
+    _add("es_plugin_bridge.cli.serve", "serve_command")
 
 
 _register()

@@ -1,0 +1,148 @@
+"""The sidecar: a small Flask app factory around one verified model directory.
+
+``create_app(model)`` returns the WSGI app; ``esrerank serve`` runs it with waitress. Every answer
+is JSON. Bad input is a 4xx whose body names the field (``{"error", "field"}``); a 500 only ever
+means a bug. With a bearer token set, everything but ``/healthz`` and ``/readyz`` requires it.
+"""
+
+from __future__ import annotations
+
+import hmac
+import time
+from pathlib import Path
+from typing import Any
+
+from flask import Flask, Response, g, jsonify, request
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import BaseModel, ValidationError
+from werkzeug.exceptions import HTTPException
+
+from es_plugin_bridge.errors import UserError
+from es_plugin_bridge.serving.metrics import Metrics
+from es_plugin_bridge.serving.model_dir import ModelDirectory
+from es_plugin_bridge.serving.openapi import openapi_document
+from es_plugin_bridge.serving.schemas import EmbedRequest, RerankRequest, first_error
+from es_plugin_bridge.serving.service import RequestError, Service
+
+OPEN_PATHS = frozenset({"/healthz", "/readyz"})
+MAX_BODY_BYTES = 32 * 1024 * 1024
+
+
+def _error(status: int, message: str, field: str | None = None) -> tuple[Response, int]:
+    body: dict[str, Any] = {"error": message}
+    if field is not None:
+        body["field"] = field
+    return jsonify(body), status
+
+
+def _parse(model: type[BaseModel]) -> BaseModel:
+    if not request.is_json:
+        raise _Reject(415, "send a JSON body with Content-Type: application/json")
+    data = request.get_json(silent=True)
+    if data is None:
+        raise _Reject(400, "the body is not valid JSON")
+    if not isinstance(data, dict):
+        raise _Reject(400, "the body must be a JSON object", "(body)")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        field, message = first_error(exc)
+        raise _Reject(400, f"{field}: {message}", field) from None
+
+
+class _Reject(Exception):
+    def __init__(self, status: int, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.field = status, message, field
+
+
+def create_app(
+    model: ModelDirectory | str | Path,
+    *,
+    token: str | None = None,
+    name: str | None = None,
+    max_documents: int = 1000,
+) -> Flask:
+    """The sidecar app for ``model`` (a loaded ModelDirectory or its path; loading verifies it)."""
+    if not isinstance(model, ModelDirectory):
+        model = ModelDirectory.load(model)
+    service = Service(model, name=name, max_documents=max_documents)
+    metrics = Metrics(service.name, model.model_type)
+    app = Flask("esrerank_sidecar")
+    app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
+    app.json.sort_keys = False  # type: ignore[attr-defined]
+    app.extensions["esrerank"] = service
+
+    @app.before_request
+    def _start() -> tuple[Response, int] | None:
+        g.started = time.perf_counter()
+        if token and request.path not in OPEN_PATHS:
+            given = request.headers.get("Authorization", "")
+            if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+                response, status = _error(401, "missing or wrong bearer token")
+                response.headers["WWW-Authenticate"] = "Bearer"
+                return response, status
+        return None
+
+    @app.after_request
+    def _count(response: Response) -> Response:
+        endpoint = request.url_rule.rule if request.url_rule else "unmatched"
+        metrics.requests.labels(endpoint, str(response.status_code)).inc()
+        if "started" in g:
+            metrics.latency.labels(endpoint).observe(time.perf_counter() - g.started)
+        return response
+
+    @app.errorhandler(_Reject)
+    def _rejected(exc: _Reject) -> tuple[Response, int]:
+        return _error(exc.status, exc.message, exc.field)
+
+    @app.errorhandler(RequestError)
+    def _bad_request(exc: RequestError) -> tuple[Response, int]:
+        return _error(400, f"{exc.field}: {exc}", exc.field)
+
+    @app.errorhandler(UserError)
+    def _user_error(exc: UserError) -> tuple[Response, int]:
+        return _error(400, str(exc))
+
+    @app.errorhandler(HTTPException)
+    def _http(exc: HTTPException) -> tuple[Response, int]:
+        return _error(exc.code or 500, exc.description or exc.name)
+
+    @app.errorhandler(Exception)
+    def _bug(exc: Exception) -> tuple[Response, int]:
+        app.logger.exception("unhandled error")
+        return _error(500, f"internal error ({type(exc).__name__}); see the server log")
+
+    @app.post("/v1/rerank")
+    def rerank() -> Response:
+        req = _parse(RerankRequest)
+        out = service.rerank(req)  # type: ignore[arg-type]
+        metrics.documents.labels("/v1/rerank").inc(len(req.documents))  # type: ignore[attr-defined]
+        return jsonify(out.model_dump(exclude_none=True))
+
+    @app.post("/v1/embed")
+    def embed() -> Response:
+        req = _parse(EmbedRequest)
+        out = service.embed(req)  # type: ignore[arg-type]
+        metrics.documents.labels("/v1/embed").inc(len(req.texts))  # type: ignore[attr-defined]
+        return jsonify(out.model_dump())
+
+    @app.get("/healthz")
+    def healthz() -> Response:
+        return jsonify({"status": "ok"})
+
+    @app.get("/readyz")
+    def readyz() -> Response:
+        # The model directory was verified and ran a test input when it was loaded.
+        return jsonify({"status": "ready", "model": service.name, "model_type": model.model_type,
+                        "dimension": model.dimension, "fusion": sorted(model.fusion)})
+
+    @app.get("/metrics")
+    def prometheus() -> Response:
+        return Response(generate_latest(metrics.registry), mimetype=CONTENT_TYPE_LATEST)
+
+    @app.get("/openapi.json")
+    def openapi() -> Response:
+        return jsonify(openapi_document())
+
+    return app

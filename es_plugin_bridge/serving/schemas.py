@@ -1,0 +1,154 @@
+"""Request and response bodies of the sidecar's HTTP API, validated by pydantic.
+
+``/v1/rerank`` follows Cohere's rerank shape (``query``, ``documents``, ``top_n``,
+``return_documents`` → ``results[{index, relevance_score}]``), so Elasticsearch's ``custom``
+inference service and OpenSearch's rerank connectors can call it unchanged. Unknown fields are
+refused (a misspelt ``top_n`` must not be ignored silently), except the Cohere fields a client may
+send by habit (``model``, ``rank_fields``, ``max_chunks_per_doc``), which are accepted and unused.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from es_plugin_bridge.data.readers._common import question_from_text, question_id
+from es_plugin_bridge.data.types import Question
+
+MAX_TEXT_CHARS = 100_000
+
+
+class DocumentIn(BaseModel):
+    """A question given as parts; ``id`` is echoed back when documents are returned."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str | None = None
+    title: str = Field(max_length=MAX_TEXT_CHARS)
+    body: str = Field(default="", max_length=MAX_TEXT_CHARS)
+
+    @field_validator("title")
+    @classmethod
+    def _title_not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("title must not be empty")
+        return value
+
+
+Text = str | DocumentIn
+
+
+def to_question(item: Text) -> Question:
+    """A plain string is a title optionally followed by its HTML body (as in the pair files)."""
+    if isinstance(item, str):
+        return question_from_text(item)
+    return Question(item.id or question_id(item.title, item.body), item.title, item.body)
+
+
+def _check_text(value: Any) -> Any:
+    if isinstance(value, str):
+        if not value.strip():
+            raise ValueError("text must not be empty")
+        if len(value) > MAX_TEXT_CHARS:
+            raise ValueError(f"text is longer than {MAX_TEXT_CHARS} characters")
+    return value
+
+
+class RerankRequest(BaseModel):
+    """``POST /v1/rerank``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    query: str | DocumentIn
+    documents: list[str | DocumentIn] = Field(min_length=1)
+    top_n: int | None = Field(default=None, ge=1)
+    return_documents: bool = False
+    explain: bool = False
+    first_stage_scores: list[float] | None = None
+    first_stage: str | None = Field(
+        default=None, description="whose β to fuse with (bm25, lmdirichlet, given); default: the model's"
+    )
+    # Cohere fields clients send by habit; accepted, not used.
+    model: str | None = None
+    rank_fields: list[str] | None = None
+    max_chunks_per_doc: int | None = None
+
+    @field_validator("query")
+    @classmethod
+    def _query_text(cls, value: Text) -> Text:
+        return _check_text(value)
+
+    @field_validator("documents")
+    @classmethod
+    def _documents_text(cls, value: list[Text]) -> list[Text]:
+        for item in value:
+            _check_text(item)
+        return value
+
+    @field_validator("first_stage_scores")
+    @classmethod
+    def _finite(cls, value: list[float] | None) -> list[float] | None:
+        if value is not None and not all(math.isfinite(x) for x in value):
+            raise ValueError("scores must be finite numbers")
+        return value
+
+
+class EmbedRequest(BaseModel):
+    """``POST /v1/embed``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    texts: list[str | DocumentIn] = Field(min_length=1)
+    model: str | None = None
+
+    @field_validator("texts")
+    @classmethod
+    def _texts(cls, value: list[Text]) -> list[Text]:
+        for item in value:
+            _check_text(item)
+        return value
+
+
+class RerankResult(BaseModel):
+    index: int = Field(description="position of the document in the request")
+    relevance_score: float = Field(ge=0.0, le=1.0)
+    document: dict[str, Any] | None = None
+    explain: dict[str, float] | None = None
+
+
+class RerankResponse(BaseModel):
+    results: list[RerankResult]
+    model: str
+
+
+class Embedding(BaseModel):
+    vector: list[float]
+    terms: dict[str, float] = Field(description="weighted bag of words, L2-normalised (rank_features)")
+
+
+class EmbedResponse(BaseModel):
+    embeddings: list[Embedding]
+    model: str
+    dimension: int
+
+
+class ErrorResponse(BaseModel):
+    error: str
+    field: str | None = None
+
+
+def first_error(exc: ValidationError) -> tuple[str, str]:
+    """(field path, message) of the most telling validation error, e.g. ``("documents.2.title", ...)``.
+
+    A value of a ``str | DocumentIn`` union fails once per member; the member whose type the value
+    has explains it best, so "is not a string" errors yield to any other. Member names are dropped
+    from the location so the path names the request's own fields.
+    """
+    errors = exc.errors()
+    mismatch = {"string_type", "model_type", "model_attributes_type", "dict_type"}
+    err = next((e for e in errors if e["type"] not in mismatch), errors[0])
+    parts = [str(p) for p in err["loc"] if p not in ("str", "DocumentIn")]
+    message = err["msg"].removeprefix("Value error, ")
+    return ".".join(parts) or "(body)", message

@@ -1,0 +1,105 @@
+"""What the sidecar computes, apart from HTTP: rerank and embed requests against a model directory.
+
+Kept out of the Flask app so the bridge (and tests) can call it in process with the same results.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from es_plugin_bridge.errors import UserError
+from es_plugin_bridge.serving.model_dir import ModelDirectory
+from es_plugin_bridge.serving.relevance import combination_range, component_ranges, to_unit
+from es_plugin_bridge.serving.schemas import (
+    DocumentIn,
+    Embedding,
+    EmbedRequest,
+    EmbedResponse,
+    RerankRequest,
+    RerankResponse,
+    RerankResult,
+    to_question,
+)
+from es_plugin_bridge.training.fusion import minmax
+
+
+class RequestError(UserError):
+    """A request that is well-formed JSON but asks for something impossible; names the field."""
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        super().__init__(message)
+
+
+class Service:
+    """Scores requests with one loaded model; ``name`` is what responses report as ``model``."""
+
+    def __init__(self, model: ModelDirectory, name: str | None = None, max_documents: int = 1000) -> None:
+        self.model = model
+        self.name = name or f"{model.model_type}:{model.path.name}"
+        self.max_documents = max_documents
+        self.ranges = component_ranges(model.similarity, model.config.bow_weights)
+        beta = model.config.beta.model
+        own = {"bow": beta[0], "neural": beta[1]} if beta is not None else {"neural": 1.0}
+        self.model_bounds = combination_range(own, self.ranges)
+
+    def _check_size(self, field: str, n: int) -> None:
+        if n > self.max_documents:
+            raise RequestError(field, f"{n} items; this server takes at most {self.max_documents} a request")
+
+    def rerank(self, req: RerankRequest) -> RerankResponse:
+        """Score every document for the query; results best first, cut to ``top_n``.
+
+        With ``first_stage_scores`` the score is the β fusion learned for ``first_stage`` (default:
+        the model's); without, the model's own score. Either is mapped onto [0, 1] in order.
+        """
+        self._check_size("documents", len(req.documents))
+        scores_in = req.first_stage_scores
+        if scores_in is not None and len(scores_in) != len(req.documents):
+            raise RequestError(
+                "first_stage_scores", f"{len(scores_in)} scores for {len(req.documents)} documents"
+            )
+        if scores_in is not None:
+            try:
+                stage = self.model.fusion_stage(req.first_stage)
+            except UserError as exc:
+                raise RequestError("first_stage", str(exc)) from None
+        elif req.first_stage is not None:
+            raise RequestError("first_stage", "first_stage needs first_stage_scores")
+        query = to_question(req.query)
+        docs = [to_question(d) for d in req.documents]
+        parts = self.model.rerank(query, docs, scores_in, stage if scores_in is not None else None)
+        if scores_in is not None:
+            bounds = combination_range(self.model.fusion[stage], self.ranges)
+            raw = parts["fused"]
+        else:
+            bounds, raw = self.model_bounds, parts["model"]
+        relevance = to_unit(raw, bounds)
+        order = np.argsort(-relevance, kind="stable")[: req.top_n]
+        normalised = minmax(np.asarray(scores_in)) if scores_in is not None else None
+        results = []
+        for i in order:
+            result = RerankResult(index=int(i), relevance_score=float(relevance[i]))
+            if req.return_documents:
+                doc = req.documents[i]
+                result.document = doc.model_dump() if isinstance(doc, DocumentIn) else {"text": doc}
+            if req.explain:
+                result.explain = {name: float(parts[name][i]) for name in ("neural", "bow", "model")}
+                if normalised is not None:
+                    result.explain.update(first_stage=float(scores_in[i]),
+                                          first_stage_normalised=float(normalised[i]),
+                                          fused=float(parts["fused"][i]))
+            results.append(result)
+        return RerankResponse(results=results, model=self.name)
+
+    def embed(self, req: EmbedRequest) -> EmbedResponse:
+        """The neural vector and weighted-BOW terms of each text, for storing in an index."""
+        self._check_size("texts", len(req.texts))
+        questions = [to_question(t) for t in req.texts]
+        encoded = self.model.encode(questions)
+        embeddings = [
+            Embedding(vector=vec.astype(float).tolist(),
+                      terms=dict(zip(self.model.terms(ids), map(float, weights), strict=True)))
+            for vec, (ids, weights) in zip(encoded["neural"], encoded["bow"], strict=True)
+        ]
+        return EmbedResponse(embeddings=embeddings, model=self.name, dimension=self.model.dimension)
