@@ -141,7 +141,7 @@ def test_export_step_writes_a_verified_model_directory_scoring_like_torch(traine
     from es_plugin_bridge.serving.model_dir import ModelDirectory
     from es_plugin_bridge.training.scorer import NeuralScorer
 
-    assert "onnxruntime scores from model-onnx" in printed
+    assert "sidecar /v1/rerank on model-onnx" in printed and "esrerank serve" in printed
     directory = ModelDirectory.load(out / "model-onnx")  # verifies the sha256 manifest
     test = read_spec(f"pairs:{out / 'askubuntu' / 'test.tsv'}").pairs
     docs = [p.q2 for p in test[:6]]

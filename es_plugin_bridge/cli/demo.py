@@ -13,6 +13,7 @@ train/dev/test) → retrieval (the test duplicates searched among all titles) �
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -310,31 +311,37 @@ def rerank_model_step(ctx: DemoContext) -> None:
 
 
 def export_step(ctx: DemoContext) -> None:
-    """ONNX export of the trained model, then one SemEval-style query scored from the model directory
-    by onnxruntime alone (what the sidecar will serve)."""
+    """ONNX export of the trained model, then one AskUbuntu query reranked by the sidecar app
+    (``esrerank serve``'s WSGI app, called in process: onnxruntime alone, no torch)."""
     from es_plugin_bridge.data.spec import read_spec
-    from es_plugin_bridge.serving.model_dir import ModelDirectory
+    from es_plugin_bridge.serving.app import create_app
     from exporters.export import export_checkpoint
 
     out = ctx.out / "model-onnx"
     _say(ctx, f"$ esrerank export-onnx {_model(ctx)} --out {out} --force")
     result = export_checkpoint(_model(ctx), out, force=True)
-    directory = ModelDirectory.load(out)
+    client = create_app(out).test_client()
     pairs = read_spec(f"pairs:{ctx.split_dir / 'test.tsv'}").pairs
     duplicate = next(p for p in pairs if p.label > 0)
     others = [p.q2 for p in pairs if p.q2.id not in (duplicate.q1.id, duplicate.q2.id)][:4]
     query, docs = duplicate.q1, [duplicate.q2, *others]
-    scores = directory.rerank(query, docs)["model"]
+    request = {"query": query.title, "documents": [d.title for d in docs]}
+    _say(ctx, f"$ esrerank serve {out}  # then: POST /v1/rerank {json.dumps(request)[:70]}...")
+    answer = client.post("/v1/rerank", json=request)
+    if answer.status_code != 200:
+        raise RuntimeError(f"the sidecar answered {answer.status_code}: {answer.get_data(as_text=True)}")
     diff = f"max |onnx − torch| = {result.max_abs_diff:.1e}"
-    table = Table(title=escape(f"onnxruntime scores from {out.name} ({diff})"))
-    table.add_column("query / candidate")
-    table.add_column("score", justify="right")
+    table = Table(title=escape(f"sidecar /v1/rerank on {out.name} ({diff})"))
+    table.add_column("query / candidate (* = the known duplicate)")
+    table.add_column("relevance_score", justify="right")
     table.add_row(f"[bold]{escape(query.title)}[/bold]", "")
-    for doc, score in sorted(zip(docs, scores, strict=True), key=lambda item: -item[1]):
+    for item in answer.get_json()["results"]:
+        doc = docs[item["index"]]
         mark = " *" if doc.id == duplicate.q2.id else ""
-        table.add_row(escape(doc.title) + mark, f"{score:.3f}")
+        table.add_row(escape(doc.title) + mark, f"{item['relevance_score']:.3f}")
     ctx.console.print(table)
-    ctx.summary += [f"Exported model directory (ONNX, sha256 manifest): `{out}`", ""]
+    ctx.summary += [f"Exported model directory (ONNX, sha256 manifest): `{out}`; serve it with "
+                    f"`esrerank serve {out}`.", ""]
 
 
 #: The demo, in order. Later work appends (name, step) pairs here.
