@@ -10,9 +10,9 @@ send by habit (``model``, ``rank_fields``, ``max_chunks_per_doc``), which are ac
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from es_plugin_bridge.data.readers._common import question_from_text, question_id
 from es_plugin_bridge.data.types import Question
@@ -37,10 +37,7 @@ class DocumentIn(BaseModel):
         return value
 
 
-Text = str | DocumentIn
-
-
-def to_question(item: Text) -> Question:
+def to_question(item: str | DocumentIn) -> Question:
     """A plain string is a title optionally followed by its HTML body (as in the pair files)."""
     if isinstance(item, str):
         return question_from_text(item)
@@ -56,13 +53,17 @@ def _check_text(value: Any) -> Any:
     return value
 
 
+#: A question: a string (title, optionally followed by its HTML body) or its parts.
+Text = Annotated[str | DocumentIn, AfterValidator(_check_text)]
+
+
 class RerankRequest(BaseModel):
     """``POST /v1/rerank``."""
 
     model_config = ConfigDict(extra="forbid")
 
-    query: str | DocumentIn
-    documents: list[str | DocumentIn] = Field(min_length=1)
+    query: Text
+    documents: list[Text] = Field(min_length=1)
     top_n: int | None = Field(default=None, ge=1)
     return_documents: bool = False
     explain: bool = False
@@ -74,18 +75,6 @@ class RerankRequest(BaseModel):
     model: str | None = None
     rank_fields: list[str] | None = None
     max_chunks_per_doc: int | None = None
-
-    @field_validator("query")
-    @classmethod
-    def _query_text(cls, value: Text) -> Text:
-        return _check_text(value)
-
-    @field_validator("documents")
-    @classmethod
-    def _documents_text(cls, value: list[Text]) -> list[Text]:
-        for item in value:
-            _check_text(item)
-        return value
 
     @field_validator("first_stage_scores")
     @classmethod
@@ -100,15 +89,8 @@ class EmbedRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    texts: list[str | DocumentIn] = Field(min_length=1)
+    texts: list[Text] = Field(min_length=1)
     model: str | None = None
-
-    @field_validator("texts")
-    @classmethod
-    def _texts(cls, value: list[Text]) -> list[Text]:
-        for item in value:
-            _check_text(item)
-        return value
 
 
 class RerankResult(BaseModel):
