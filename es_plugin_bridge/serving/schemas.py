@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, ValidationError, field_validator
 
 from es_plugin_bridge.data.readers._common import question_from_text, question_id
 from es_plugin_bridge.data.types import Question
@@ -64,10 +64,11 @@ class RerankRequest(BaseModel):
 
     query: Text
     documents: list[Text] = Field(min_length=1)
-    top_n: int | None = Field(default=None, ge=1)
-    return_documents: bool = False
-    explain: bool = False
-    first_stage_scores: list[float] | None = None
+    # strict: "3" or true where a number belongs is a client bug to report, not to guess at
+    top_n: Annotated[int, Strict()] | None = Field(default=None, ge=1)
+    return_documents: Annotated[bool, Strict()] = False
+    explain: Annotated[bool, Strict()] = False
+    first_stage_scores: list[Annotated[float, Strict()]] | None = None
     first_stage: str | None = Field(
         default=None, description="whose β to fuse with (bm25, lmdirichlet, given); default: the model's"
     )

@@ -76,7 +76,8 @@ class Service:
             bounds, raw = self.model_bounds, parts["model"]
         relevance = to_unit(raw, bounds)
         order = np.argsort(-relevance, kind="stable")[: req.top_n]
-        normalised = minmax(np.asarray(scores_in)) if scores_in is not None else None
+        explained_first_stage = req.explain and scores_in is not None
+        normalised = minmax(np.asarray(scores_in)) if explained_first_stage else None
         results = []
         for i in order:
             result = RerankResult(index=int(i), relevance_score=float(relevance[i]))
@@ -85,7 +86,7 @@ class Service:
                 result.document = doc.model_dump() if isinstance(doc, DocumentIn) else {"text": doc}
             if req.explain:
                 result.explain = {name: float(parts[name][i]) for name in ("neural", "bow", "model")}
-                if normalised is not None:
+                if normalised is not None and scores_in is not None:
                     result.explain.update(first_stage=float(scores_in[i]),
                                           first_stage_normalised=float(normalised[i]),
                                           fused=float(parts["fused"][i]))
