@@ -141,10 +141,15 @@ def _config(
     verification: Verification,
 ) -> ExportedConfig:
     fusion = source.get("fusion") or {}
+    calibration = {name: fit["calibration"] for name, fit in fusion.get("first_stages", {}).items()
+                   if fit.get("calibration")}
+    if fusion.get("model_calibration"):
+        calibration["model"] = fusion["model_calibration"]
     beta = Beta(
         model=tuple(float(x) for x in model.beta.detach()) if model.beta is not None else None,
         fusion={name: dict(fit["weights"]) for name, fit in fusion.get("first_stages", {}).items()},
         fusion_default=fusion.get("default"),
+        calibration={name: (float(a), float(b)) for name, (a, b) in calibration.items()},
     )
     return ExportedConfig(
         format=FORMAT,

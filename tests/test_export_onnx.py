@@ -82,6 +82,10 @@ def test_config_records_beta_weights_lengths_and_verification(checkpoints, expor
         assert config["text"] == featurizer.preprocessor.options.model_dump(mode="json")
         fits = source["fusion"]["first_stages"]
         assert config["beta"]["fusion"] == {stage: fit["weights"] for stage, fit in fits.items()}
+        calibration = {stage: fit["calibration"] for stage, fit in fits.items() if fit["calibration"]}
+        if source["fusion"]["model_calibration"]:  # None where dev could not support a curve
+            calibration["model"] = source["fusion"]["model_calibration"]
+        assert config["beta"]["calibration"] == calibration
         assert set(config["versions"]) >= {"es_plugin_bridge", "torch", "onnx", "onnxruntime"}
         assert 0 <= config["verification"]["max_abs_diff"] <= 1e-4
         weights = np.load(directory / "bow_weights.npy", allow_pickle=False)

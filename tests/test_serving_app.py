@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -23,6 +24,8 @@ from es_plugin_bridge.data.spec import read_spec
 from es_plugin_bridge.serving import ModelDirectory
 from es_plugin_bridge.serving.app import create_app
 from es_plugin_bridge.serving.relevance import combination_range, component_ranges, to_unit
+from es_plugin_bridge.training.calibration import apply_platt
+from exporters.manifest import write_manifest
 
 SAMPLES = Path(__file__).resolve().parents[1] / "es_plugin_bridge" / "samples"
 SEMEVAL_DEV = SAMPLES / "semeval2016-task3" / "SemEval2016-Task3-CQA-QL-dev.xml"
@@ -67,6 +70,8 @@ def test_rerank_ranks_as_the_fused_scores_with_bounded_relevance(model_type, cli
         assert list(got_fused) == sorted(got_fused, reverse=True)  # best first, by the fused score
         relevance = [r["relevance_score"] for r in results]
         assert all(0.0 <= s <= 1.0 for s in relevance) and relevance == sorted(relevance, reverse=True)
+        platt = model.config.beta.calibration[model.fusion_stage()]  # fit on dev at training time
+        np.testing.assert_allclose(relevance, apply_platt(got_fused, platt), atol=1e-12)
         for r in results:
             i = r["index"]
             for name in ("neural", "bow", "model"):
@@ -89,6 +94,27 @@ def test_rerank_without_first_stage_uses_the_model_score(clients, models, semeva
     assert [r["index"] for r in results] == list(np.argsort(-expected, kind="stable")[:3])
     assert [r["document"] for r in results] == [{"text": docs[r["index"]]} for r in results]
     assert "explain" not in results[0]
+
+
+def test_a_model_without_calibration_falls_back_to_its_score_bounds(exported, semeval, tmp_path):
+    directory = tmp_path / "uncalibrated"
+    shutil.copytree(exported["bow-cnn"], directory)
+    config = json.loads((directory / "config.json").read_text())
+    assert config["beta"]["calibration"]  # the exporter carried the training-time fit
+    config["beta"]["calibration"] = {}
+    (directory / "config.json").write_text(json.dumps(config))
+    write_manifest(directory)
+    model = ModelDirectory.load(directory, threads=1)
+    client = create_app(model).test_client()
+    rq = semeval[2]
+    body = {"query": _doc(rq.query), "documents": [_doc(c) for c in rq.candidates]}
+    resp = client.post("/v1/rerank", json=body)
+    scores = model.rerank(rq.query, rq.candidates)["model"]
+    beta = model.config.beta.model
+    bounds = combination_range({"bow": beta[0], "neural": beta[1]}, component_ranges("cosine", "learned"))
+    got = {r["index"]: r["relevance_score"] for r in resp.json["results"]}
+    np.testing.assert_allclose([got[i] for i in range(len(scores))], to_unit(scores, bounds), atol=1e-12)
+    assert client.get("/readyz").json["calibrated"] == []
 
 
 def test_relevance_mapping_keeps_order_and_bounds():

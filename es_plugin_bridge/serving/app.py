@@ -135,7 +135,8 @@ def create_app(
     def readyz() -> Response:
         # The model directory was verified and ran a test input when it was loaded.
         return jsonify({"status": "ready", "model": service.name, "model_type": model.model_type,
-                        "dimension": model.dimension, "fusion": sorted(model.fusion)})
+                        "dimension": model.dimension, "fusion": sorted(model.fusion),
+                        "calibrated": sorted(model.config.beta.calibration)})
 
     @app.get("/metrics")
     def prometheus() -> Response:

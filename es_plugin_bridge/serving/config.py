@@ -25,6 +25,16 @@ class Beta(BaseModel):
     model: tuple[float, float] | None = None
     fusion: dict[str, dict[str, float]] = Field(default_factory=dict)
     fusion_default: str | None = None
+    #: Platt (a, b) per score: ``"model"`` and each first stage's fused score; P = σ(a·score + b).
+    calibration: dict[str, tuple[float, float]] = Field(default_factory=dict)
+
+    @field_validator("calibration")
+    @classmethod
+    def _increasing(cls, value: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
+        for name, (a, _) in value.items():
+            if not a > 0:
+                raise ValueError(f"calibration of {name!r} must increase with the score (a > 0)")
+        return value
 
     @field_validator("fusion")
     @classmethod

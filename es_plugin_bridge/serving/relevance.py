@@ -1,11 +1,14 @@
-"""Scores into [0, 1] without changing their order: what the sidecar answers as ``relevance_score``.
+"""Scores into [0, 1] without changing their order, for models that carry no Platt calibration.
+
+The sidecar answers ``relevance_score`` as P(relevant) from the calibration fit at training time
+(``training.calibration``); a model directory exported without one falls back to this mapping.
 
 Elasticsearch rewrites negative scores and its ``linear`` retriever adds scores, so the sidecar must
 answer bounded, non-negative numbers. Every score the model makes is a fixed linear combination of
 components with known ranges (cosine in [−1, 1], Manhattan similarity in (0, 1], a min-maxed first
 stage in [0, 1]), so the combination's own range follows by interval arithmetic and an affine map
 sends it onto [0, 1]. The map is strictly increasing: the ranking is exactly the model's. It is a
-bounded score, not a calibrated probability.
+bounded score, not a probability.
 """
 
 from __future__ import annotations

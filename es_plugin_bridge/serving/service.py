@@ -20,6 +20,7 @@ from es_plugin_bridge.serving.schemas import (
     RerankResult,
     to_question,
 )
+from es_plugin_bridge.training.calibration import apply_platt
 from es_plugin_bridge.training.fusion import minmax
 
 
@@ -51,7 +52,9 @@ class Service:
         """Score every document for the query; results best first, cut to ``top_n``.
 
         With ``first_stage_scores`` the score is the β fusion learned for ``first_stage`` (default:
-        the model's); without, the model's own score. Either is mapped onto [0, 1] in order.
+        the model's); without, the model's own score. Either becomes P(relevant) by the Platt curve
+        fit on dev at training time, or, for a model without one, is mapped onto [0, 1] by its
+        bounds; both keep the order.
         """
         self._check_size("documents", len(req.documents))
         scores_in = req.first_stage_scores
@@ -70,11 +73,12 @@ class Service:
         docs = [to_question(d) for d in req.documents]
         parts = self.model.rerank(query, docs, scores_in, stage if scores_in is not None else None)
         if scores_in is not None:
+            key, raw = stage, parts["fused"]
             bounds = combination_range(self.model.fusion[stage], self.ranges)
-            raw = parts["fused"]
         else:
-            bounds, raw = self.model_bounds, parts["model"]
-        relevance = to_unit(raw, bounds)
+            key, raw, bounds = "model", parts["model"], self.model_bounds
+        platt = self.model.config.beta.calibration.get(key)
+        relevance = apply_platt(raw, platt) if platt is not None else to_unit(raw, bounds)
         order = np.argsort(-relevance, kind="stable")[: req.top_n]
         explained_first_stage = req.explain and scores_in is not None
         normalised = minmax(np.asarray(scores_in)) if explained_first_stage else None

@@ -26,12 +26,13 @@ from es_plugin_bridge.engines import EmbeddedIndex
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.models import PRETRAINABLE_TYPES, QuestionSimilarityModel, TitleDecoder, build_model
 from es_plugin_bridge.text import Preprocessor, TextOptions
+from es_plugin_bridge.training.calibration import fit_platt
 from es_plugin_bridge.training.checkpoint import save_checkpoint, write_json
 from es_plugin_bridge.training.devdata import FORCED, PAIR_QUERIES, WINDOW, dev_queries
 from es_plugin_bridge.training.embeddings import embedding_matrix
 from es_plugin_bridge.training.examples import TrainingSet, build_training_set
 from es_plugin_bridge.training.featurize import Featurizer
-from es_plugin_bridge.training.fusion import fit_weights, mean_ap
+from es_plugin_bridge.training.fusion import fit_weights, fuse, mean_ap
 from es_plugin_bridge.training.losses import LOSSES
 from es_plugin_bridge.training.plots import plot_history
 from es_plugin_bridge.training.recipes import Recipe, make_optimizer, recipe_for
@@ -306,12 +307,14 @@ class Trainer:
                 "weights": w,
                 "dev_map": value,
                 "first_stage_dev_map": mean_ap(per_query, labels),
+                "calibration": fit_platt([fuse(f, w) for f in feats], labels),
             }
         default = "given" if "given" in weights else "bm25"
         return {
             "first_stages": weights,
             "default": default,
             "model_dev_map": mean_ap([c["model"] for c in components], labels),
+            "model_calibration": fit_platt([c["model"] for c in components], labels),
         }
 
 
