@@ -33,6 +33,7 @@ def _register() -> None:
     _add("es_plugin_bridge.cli.export", "export_onnx_command")
     _add("es_plugin_bridge.cli.embeddings", "embeddings_command")
     _add("es_plugin_bridge.cli.serve", "serve_command")
+    _add("es_plugin_bridge.cli.search", "search_command")
 
 
 _register()

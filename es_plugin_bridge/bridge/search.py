@@ -1,0 +1,89 @@
+"""Search with the embedded first stage and the sidecar's reranking (Elasticsearch mode 3 without
+Elasticsearch): retrieve a window, send it to ``/v1/rerank`` with its first-stage scores, and fall
+back to the first-stage order when the sidecar is slow or down — a search never fails because the
+reranker did."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from es_plugin_bridge.bridge.sidecar_client import SidecarClient, SidecarUnavailable
+from es_plugin_bridge.data.readers._common import question_from_text
+from es_plugin_bridge.data.types import Question
+from es_plugin_bridge.engines import EmbeddedIndex
+from es_plugin_bridge.errors import UserError
+from es_plugin_bridge.text import Preprocessor
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Hit:
+    question: Question
+    score: float  # the sidecar's relevance_score when reranked, else the first-stage score
+    first_stage_score: float
+    first_stage_rank: int  # 1-based
+
+
+@dataclass
+class SearchResult:
+    hits: list[Hit]
+    reranked: bool
+    fallback_reason: str | None = None
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+
+class BridgeSearch:
+    """First stage over ``collection`` (embedded engine, ``similarity``), reranked by ``sidecar``."""
+
+    def __init__(
+        self,
+        collection: Sequence[Question],
+        sidecar: SidecarClient | None,
+        *,
+        similarity: str = "bm25",
+        window: int = 100,
+        preprocessor: Preprocessor | None = None,
+    ) -> None:
+        if window < 1:
+            raise UserError(f"window must be >= 1, got {window}")
+        if not collection:
+            raise UserError("the collection holds no questions")
+        self.preprocessor = preprocessor or Preprocessor()
+        self.by_id = {q.id: q for q in collection}
+        ids = list(self.by_id)
+        docs = [self.preprocessor.tokens(self.by_id[i]) for i in ids]
+        self.index = EmbeddedIndex.build(docs, similarity, ids=ids)
+        self.similarity = similarity
+        self.sidecar = sidecar
+        self.window = window
+
+    def search(self, query: Question | str, k: int = 10, exclude: set[str] | None = None) -> SearchResult:
+        """The ``k`` best questions for ``query``: the first stage's window, reranked when possible."""
+        if isinstance(query, str):
+            if not query.strip():
+                raise UserError("the query is empty")
+            query = question_from_text(query)
+        t0 = time.perf_counter()
+        found = self.index.search(self.preprocessor.tokens(query), k=max(k, self.window), exclude=exclude)
+        timings = {"first_stage": 1000 * (time.perf_counter() - t0)}
+        first = [Hit(self.by_id[i], s, s, rank) for rank, (i, s) in enumerate(found, start=1)]
+        if self.sidecar is None or not first:
+            return SearchResult(first[:k], reranked=False, fallback_reason=None if first else "no match",
+                                timings_ms=timings)
+        window = first[: self.window]
+        t1 = time.perf_counter()
+        try:
+            order = self.sidecar.rerank(query, [h.question for h in window],
+                                        [h.first_stage_score for h in window], self.similarity)
+        except SidecarUnavailable as exc:
+            log.info("reranking skipped, first-stage order kept: %s", exc)  # the result says so too
+            timings["rerank"] = 1000 * (time.perf_counter() - t1)
+            return SearchResult(first[:k], reranked=False, fallback_reason=str(exc), timings_ms=timings)
+        timings["rerank"] = 1000 * (time.perf_counter() - t1)
+        hits = [Hit(window[i].question, score, window[i].first_stage_score, window[i].first_stage_rank)
+                for i, score in order]
+        return SearchResult((hits + first[self.window:])[:k], reranked=True, timings_ms=timings)

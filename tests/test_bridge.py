@@ -1,0 +1,131 @@
+"""The bridge (Elasticsearch mode 3 on the embedded engine) against a real sidecar over HTTP:
+reranked results when it answers, the first-stage order when it is down, slow or failing."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+from waitress.server import create_server
+
+from es_plugin_bridge.bridge import BridgeSearch, SidecarClient
+from es_plugin_bridge.data.spec import read_spec
+from es_plugin_bridge.errors import UserError
+from es_plugin_bridge.serving import ModelDirectory
+from es_plugin_bridge.serving.app import create_app
+
+SAMPLES = Path(__file__).resolve().parents[1] / "es_plugin_bridge" / "samples"
+TITLES = SAMPLES / "askubuntu-pairs" / "train_titles.tsv"
+TOKEN = "bridge-token"
+
+
+@pytest.fixture(scope="module")
+def collection():
+    return list(read_spec(f"pairs:{TITLES}").questions.values())
+
+
+@pytest.fixture(scope="module")
+def queries():
+    return [p.q1 for p in read_spec(f"pairs:{TITLES}").pairs if p.label > 0][:5]
+
+
+class Server:
+    """A real WSGI server (waitress, as ``esrerank serve`` runs) on a free local port, in a thread."""
+
+    def __init__(self, app) -> None:
+        self.server = create_server(app, host="127.0.0.1", port=0, threads=2)
+        self.url = f"http://127.0.0.1:{self.server.effective_port}"
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.close()
+
+
+@pytest.fixture(scope="module")
+def sidecar(exported):
+    model = ModelDirectory.load(exported["bow-cnn"], threads=1)
+    server = Server(create_app(model, token=TOKEN))
+    yield server.url, model
+    server.close()
+
+
+@pytest.fixture(scope="module")
+def bridge_index(collection):
+    return BridgeSearch(collection, None, window=20)
+
+
+def test_reranked_results_are_the_sidecars_fused_order(sidecar, collection, queries, bridge_index):
+    url, model = sidecar
+    bridge = BridgeSearch(collection, SidecarClient(url, token=TOKEN), window=20)
+    for query in queries:
+        result = bridge.search(query, k=10, exclude={query.id})
+        assert result.reranked and result.fallback_reason is None and set(result.timings_ms) == {
+            "first_stage", "rerank"}
+        first = bridge_index.search(query, k=20, exclude={query.id}).hits
+        assert not any(h.question.id == query.id for h in result.hits)
+        window = [h.question for h in first]
+        fused = model.rerank(query, window, [h.first_stage_score for h in first], "bm25")["fused"]
+        expected = sorted(range(len(window)), key=lambda i: -fused[i])[:10]
+        assert [h.question.id for h in result.hits] == [window[i].id for i in expected]
+        assert [h.first_stage_rank for h in result.hits] == [i + 1 for i in expected]
+        assert all(0 <= h.score <= 1 for h in result.hits)
+
+
+def test_without_a_sidecar_it_is_the_first_stage(collection, queries, bridge_index):
+    query = queries[0]
+    result = bridge_index.search(query, k=5)
+    assert not result.reranked and result.fallback_reason is None
+    assert [h.first_stage_rank for h in result.hits] == [1, 2, 3, 4, 5]
+    tokens = bridge_index.preprocessor.tokens(query)
+    assert [(h.question.id, h.score) for h in result.hits] == bridge_index.index.search(tokens, k=5)
+
+
+def test_down_slow_or_failing_sidecar_falls_back_to_first_stage(sidecar, collection, queries, bridge_index):
+    url, _ = sidecar
+    query = queries[1]
+    expected = [h.question.id for h in bridge_index.search(query, k=10).hits]
+    down = Server(create_app(sidecar[1]))
+    down_url = down.url
+    down.close()  # a port nothing listens on any more
+    failing = Server(lambda environ, start: (start("503 Service Unavailable", []), [b"overloaded"])[1])
+    try:
+        cases = {
+            "unreachable": SidecarClient(down_url),
+            "timed out": SidecarClient(url, token=TOKEN, timeout=0.001),  # a 100-document rerank takes ms
+            "503": SidecarClient(failing.url),
+        }
+        for reason, client in cases.items():
+            result = BridgeSearch(collection, client, window=100).search(query, k=10)
+            assert not result.reranked and reason in result.fallback_reason, result.fallback_reason
+            assert [h.question.id for h in result.hits] == expected
+    finally:
+        failing.close()
+
+
+def test_refused_requests_are_errors_not_fallbacks(sidecar, collection, queries):
+    url, _ = sidecar
+    with pytest.raises(UserError, match="401"):
+        BridgeSearch(collection, SidecarClient(url, token="wrong"), window=5).search(queries[0])
+    with pytest.raises(UserError, match="first_stage"):  # the model has no β for dfr
+        client = SidecarClient(url, token=TOKEN)
+        BridgeSearch(collection, client, similarity="dfr", window=5).search(queries[0])
+    with pytest.raises(UserError, match="http://"):
+        SidecarClient("localhost:8080")
+    with pytest.raises(UserError, match="empty"):
+        BridgeSearch(collection, None).search("   ")
+
+
+def test_search_command_end_to_end(sidecar, cli):
+    url, _ = sidecar
+    code, out, _ = cli(["search", "--corpus", f"pairs:{TITLES}", "--sidecar", url, "--token", TOKEN,
+                        "--top", "3", "--json", "how to install ubuntu from usb"])
+    assert code == 0
+    got = json.loads(out)
+    assert got["reranked"] and len(got["hits"]) == 3 and got["hits"][0]["title"]
+    code, out, _ = cli(["search", "--corpus", f"pairs:{TITLES}", "--sidecar", "http://127.0.0.1:9",
+                        "--top", "2", "how to install ubuntu from usb"])
+    assert code == 0 and "first-stage order" in out and "unreachable" in out
+
