@@ -4,6 +4,7 @@ reranked results when it answers, the first-stage order when it is down, slow or
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from pathlib import Path
 
@@ -42,6 +43,7 @@ class Server:
 
     def close(self) -> None:
         self.server.close()
+        self.thread.join(timeout=5)
 
 
 @pytest.fixture(scope="module")
@@ -87,9 +89,9 @@ def test_down_slow_or_failing_sidecar_falls_back_to_first_stage(sidecar, collect
     url, _ = sidecar
     query = queries[1]
     expected = [h.question.id for h in bridge_index.search(query, k=10).hits]
-    down = Server(create_app(sidecar[1]))
-    down_url = down.url
-    down.close()  # a port nothing listens on any more
+    with socket.socket() as probe:  # a local port nothing listens on once the probe is closed
+        probe.bind(("127.0.0.1", 0))
+        down_url = f"http://127.0.0.1:{probe.getsockname()[1]}"
     failing = Server(lambda environ, start: (start("503 Service Unavailable", []), [b"overloaded"])[1])
     try:
         cases = {
