@@ -27,7 +27,6 @@ from exporters.cli import main as export_main
 
 SAMPLES = Path(__file__).resolve().parents[1] / "es_plugin_bridge" / "samples"
 SEMEVAL_DEV = SAMPLES / "semeval2016-task3" / "SemEval2016-Task3-CQA-QL-dev.xml"
-TITLES = SAMPLES / "askubuntu-pairs" / "train_titles.tsv"
 BIN = Path(sys.executable).parent
 TYPES = ("bow-cnn", "gru")  # the tiny models of conftest.checkpoints
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hmac
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from flask import Flask, Response, g, jsonify, request
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -35,7 +35,18 @@ def _error(status: int, message: str, field: str | None = None) -> tuple[Respons
     return jsonify(body), status
 
 
-def _parse(model: type[BaseModel]) -> BaseModel:
+class _Reject(Exception):
+    """A request refused before it reaches the model (not JSON, not an object, invalid fields)."""
+
+    def __init__(self, status: int, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.field = status, message, field
+
+
+Body = TypeVar("Body", bound=BaseModel)
+
+
+def _parse(model: type[Body]) -> Body:
     if not request.is_json:
         raise _Reject(415, "send a JSON body with Content-Type: application/json")
     data = request.get_json(silent=True)
@@ -48,12 +59,6 @@ def _parse(model: type[BaseModel]) -> BaseModel:
     except ValidationError as exc:
         field, message = first_error(exc)
         raise _Reject(400, f"{field}: {message}", field) from None
-
-
-class _Reject(Exception):
-    def __init__(self, status: int, message: str, field: str | None = None) -> None:
-        super().__init__(message)
-        self.status, self.message, self.field = status, message, field
 
 
 def create_app(
@@ -116,15 +121,15 @@ def create_app(
     @app.post("/v1/rerank")
     def rerank() -> Response:
         req = _parse(RerankRequest)
-        out = service.rerank(req)  # type: ignore[arg-type]
-        metrics.documents.labels("/v1/rerank").inc(len(req.documents))  # type: ignore[attr-defined]
+        out = service.rerank(req)
+        metrics.documents.labels("/v1/rerank").inc(len(req.documents))
         return jsonify(out.model_dump(exclude_none=True))
 
     @app.post("/v1/embed")
     def embed() -> Response:
         req = _parse(EmbedRequest)
-        out = service.embed(req)  # type: ignore[arg-type]
-        metrics.documents.labels("/v1/embed").inc(len(req.texts))  # type: ignore[attr-defined]
+        out = service.embed(req)
+        metrics.documents.labels("/v1/embed").inc(len(req.texts))
         return jsonify(out.model_dump())
 
     @app.get("/healthz")

@@ -39,10 +39,32 @@ class Service:
         self.model = model
         self.name = name or f"{model.model_type}:{model.path.name}"
         self.max_documents = max_documents
-        self.ranges = component_ranges(model.similarity, model.config.bow_weights)
+        ranges = component_ranges(model.similarity, model.config.bow_weights)
         beta = model.config.beta.model
         own = {"bow": beta[0], "neural": beta[1]} if beta is not None else {"neural": 1.0}
-        self.model_bounds = combination_range(own, self.ranges)
+        # Range of each score the sidecar can answer with ("model", or a first stage's fusion).
+        self.bounds = {"model": combination_range(own, ranges)}
+        self.bounds.update({stage: combination_range(w, ranges) for stage, w in model.fusion.items()})
+
+    def relevance(self, key: str, raw: np.ndarray) -> np.ndarray:
+        """P(relevant) by the score's Platt curve, else the score mapped onto [0, 1] by its bounds."""
+        platt = self.model.config.beta.calibration.get(key)
+        return apply_platt(raw, platt) if platt is not None else to_unit(raw, self.bounds[key])
+
+    def _stage(self, req: RerankRequest) -> str | None:
+        """The first stage whose β fuse the scores, or None for the model's own score."""
+        scores = req.first_stage_scores
+        if scores is None:
+            if req.first_stage is not None:
+                raise RequestError("first_stage", "first_stage needs first_stage_scores")
+            return None
+        if len(scores) != len(req.documents):
+            message = f"{len(scores)} scores for {len(req.documents)} documents"
+            raise RequestError("first_stage_scores", message)
+        try:
+            return self.model.fusion_stage(req.first_stage)
+        except UserError as exc:
+            raise RequestError("first_stage", str(exc)) from None
 
     def _check_size(self, field: str, n: int) -> None:
         if n > self.max_documents:
@@ -57,31 +79,15 @@ class Service:
         bounds; both keep the order.
         """
         self._check_size("documents", len(req.documents))
+        stage = self._stage(req)
         scores_in = req.first_stage_scores
-        if scores_in is not None and len(scores_in) != len(req.documents):
-            raise RequestError(
-                "first_stage_scores", f"{len(scores_in)} scores for {len(req.documents)} documents"
-            )
-        if scores_in is not None:
-            try:
-                stage = self.model.fusion_stage(req.first_stage)
-            except UserError as exc:
-                raise RequestError("first_stage", str(exc)) from None
-        elif req.first_stage is not None:
-            raise RequestError("first_stage", "first_stage needs first_stage_scores")
-        query = to_question(req.query)
-        docs = [to_question(d) for d in req.documents]
-        parts = self.model.rerank(query, docs, scores_in, stage if scores_in is not None else None)
-        if scores_in is not None:
-            key, raw = stage, parts["fused"]
-            bounds = combination_range(self.model.fusion[stage], self.ranges)
-        else:
-            key, raw, bounds = "model", parts["model"], self.model_bounds
-        platt = self.model.config.beta.calibration.get(key)
-        relevance = apply_platt(raw, platt) if platt is not None else to_unit(raw, bounds)
-        order = np.argsort(-relevance, kind="stable")[: req.top_n]
-        explained_first_stage = req.explain and scores_in is not None
-        normalised = minmax(np.asarray(scores_in)) if explained_first_stage else None
+        parts = self.model.rerank(to_question(req.query), [to_question(d) for d in req.documents],
+                                  scores_in, stage)
+        raw = parts["fused"] if stage is not None else parts["model"]
+        relevance = self.relevance(stage or "model", raw)
+        # Sorted by the raw score: a saturated probability (0 or 1) must not reorder documents.
+        order = np.argsort(-raw, kind="stable")[: req.top_n]
+        normalised = minmax(np.asarray(scores_in)) if req.explain and scores_in is not None else None
         results = []
         for i in order:
             result = RerankResult(index=int(i), relevance_score=float(relevance[i]))
@@ -90,7 +96,7 @@ class Service:
                 result.document = doc.model_dump() if isinstance(doc, DocumentIn) else {"text": doc}
             if req.explain:
                 result.explain = {name: float(parts[name][i]) for name in ("neural", "bow", "model")}
-                if normalised is not None and scores_in is not None:
+                if scores_in is not None and normalised is not None:
                     result.explain.update(first_stage=float(scores_in[i]),
                                           first_stage_normalised=float(normalised[i]),
                                           fused=float(parts["fused"][i]))
