@@ -1,5 +1,5 @@
-"""Search with the embedded first stage and the sidecar's reranking (Elasticsearch mode 3 without
-Elasticsearch): retrieve a window, send it to ``/v1/rerank`` with its first-stage scores, and fall
+"""Search with a first stage and the sidecar's reranking (Elasticsearch mode 3, on Elasticsearch or on
+the embedded engine): retrieve a window, send it to ``/v1/rerank`` with its first-stage scores, and fall
 back to the first-stage order when the sidecar is slow or down — a search never fails because the
 reranker did."""
 
@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from es_plugin_bridge.bridge.sidecar_client import SidecarClient, SidecarUnavailable
 from es_plugin_bridge.data.readers._common import question_from_text
 from es_plugin_bridge.data.types import Question
-from es_plugin_bridge.engines import EmbeddedIndex
+from es_plugin_bridge.engines.base import FirstStage
+from es_plugin_bridge.engines.embedded import EmbeddedEngine
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.text import Preprocessor
 
@@ -37,11 +38,16 @@ class SearchResult:
 
 
 class BridgeSearch:
-    """First stage over ``collection`` (embedded engine, ``similarity``), reranked by ``sidecar``."""
+    """A first stage (any engine) reranked by ``sidecar``.
+
+    ``source`` is a first stage (:class:`es_plugin_bridge.engines.base.FirstStage`, e.g. an
+    Elasticsearch index) or a collection of questions, which is then indexed in the embedded engine
+    with ``similarity``.
+    """
 
     def __init__(
         self,
-        collection: Sequence[Question],
+        source: Sequence[Question] | FirstStage,
         sidecar: SidecarClient | None,
         *,
         similarity: str = "bm25",
@@ -50,14 +56,17 @@ class BridgeSearch:
     ) -> None:
         if window < 1:
             raise UserError(f"window must be >= 1, got {window}")
-        if not collection:
-            raise UserError("the collection holds no questions")
         self.preprocessor = preprocessor or Preprocessor()
-        self.by_id = {q.id: q for q in collection}
-        ids = list(self.by_id)
-        docs = [self.preprocessor.tokens(self.by_id[i]) for i in ids]
-        self.index = EmbeddedIndex.build(docs, similarity, ids=ids)
-        self.similarity = similarity
+        if isinstance(source, FirstStage):
+            self.first_stage: FirstStage = source
+        else:
+            if not source:
+                raise UserError("the collection holds no questions")
+            engine = EmbeddedEngine(self.preprocessor.tokens)
+            engine.index(list({q.id: q for q in source}.values()))
+            self.first_stage = engine.first_stage(similarity)
+            self.index = self.first_stage.index  # type: ignore[attr-defined]
+        self.similarity = self.first_stage.similarity
         self.sidecar = sidecar
         self.window = window
 
@@ -68,9 +77,9 @@ class BridgeSearch:
                 raise UserError("the query is empty")
             query = question_from_text(query)
         t0 = time.perf_counter()
-        found = self.index.search(self.preprocessor.tokens(query), k=max(k, self.window), exclude=exclude)
+        found = self.first_stage.search(query, max(k, self.window), exclude)
         timings = {"first_stage": 1000 * (time.perf_counter() - t0)}
-        first = [Hit(self.by_id[i], s, s, rank) for rank, (i, s) in enumerate(found, start=1)]
+        first = [Hit(self.first_stage.question(i), s, s, rank) for rank, (i, s) in enumerate(found, start=1)]
         if self.sidecar is None or not first:
             return SearchResult(first[:k], reranked=False, fallback_reason=None if first else "no match",
                                 timings_ms=timings)

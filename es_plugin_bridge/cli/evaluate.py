@@ -8,11 +8,14 @@ Forms (DESIGN.md):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 import click
 
+from es_plugin_bridge.cli.es_options import connection_options, pop_connection
 from es_plugin_bridge.cli.options import skip_bad_option, title_only_option
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.evaluation.results import TaskResult
@@ -73,6 +76,8 @@ def _require(task: str, given: dict[str, object], needed: Sequence[str], allowed
 @click.option("--per-query", "per_query_path", type=click.Path(path_type=Path, dir_okay=False),
               help="Per-query JSONL (default: next to --json as OUT.per_query.jsonl).")
 @click.option("--plot", "plot_path", type=click.Path(path_type=Path, dir_okay=False), help="PNG bar chart.")
+@click.option("--report", "report_dir", type=click.Path(path_type=Path, file_okay=False), metavar="DIR",
+              help="Comparison report: DIR/comparison.html (self-contained) and DIR/comparison.png.")
 @click.option("--drop-no-relevant", is_flag=True, help="rerank: drop queries without a relevant candidate.")
 @click.option("--max-queries", type=click.IntRange(min=1),
               help="retrieval: evaluate a deterministic subset of N queries.")
@@ -84,11 +89,19 @@ def _require(task: str, given: dict[str, object], needed: Sequence[str], allowed
 @click.option("--explain", is_flag=True,
               help="rerank: show each component of the fused score per candidate (needs --model, "
                    "--json and the fused ranker); all queries go to OUT.explain.jsonl next to --json.")
+@click.option("--engine", type=click.Choice(["embedded", "elasticsearch"]), default="embedded",
+              show_default=True,
+              help="First-stage engine: in process, or a throw-away Elasticsearch index (--es-url ...).")
+@click.option("--first-stage", "fused_first_stage", type=click.Choice(["given", "bm25", "lmdirichlet"]),
+              help="First stage the fused ranker fuses with (default: the data's own order when the model "
+                   "has β for it, else bm25).")
+@connection_options
 def evaluate(task: str, data_spec: str | None, queries_spec: str | None, corpus_specs: tuple[str, ...],
              dev_spec: str | None, rankers_text: str | None, model_dir: Path | None, json_path: Path | None,
-             per_query_path: Path | None, plot_path: Path | None, drop_no_relevant: bool,
-             max_queries: int | None, params: tuple[str, ...], body_words: int | None, title_only: bool,
-             skip_bad: bool, no_progress: bool, explain: bool) -> None:
+             per_query_path: Path | None, plot_path: Path | None, report_dir: Path | None,
+             drop_no_relevant: bool, max_queries: int | None, params: tuple[str, ...], body_words: int | None,
+             title_only: bool, skip_bad: bool, no_progress: bool, explain: bool, engine: str,
+             fused_first_stage: str | None, **connection: Any) -> None:
     """Evaluate rankers on a task; print a table and write JSON, per-query JSONL and a plot."""
     from rich.console import Console
 
@@ -118,11 +131,20 @@ def evaluate(task: str, data_spec: str | None, queries_spec: str | None, corpus_
     for ranker in parsed:
         if ranker not in names:
             raise UserError(f"--param {ranker}.*: ranker {ranker!r} is not in --rankers {','.join(names)}")
-    result = run_task(task, names, data_spec=data_spec, queries_spec=queries_spec, corpus_specs=corpus_specs,
-                      dev_spec=dev_spec, model_dir=model_dir, params=parsed,
-                      drop_no_relevant=drop_no_relevant, max_queries=max_queries, body_words=body_words,
-                      title_only=title_only, skip_bad=skip_bad, show_progress=not no_progress,
-                      explain=explain)
+    with ExitStack() as stack:
+        engine_factory = None
+        if engine == "elasticsearch":
+            from es_plugin_bridge.elastic.evaluation import evaluation_engine
+
+            conn = pop_connection(connection)
+            engine_factory = lambda tokens: stack.enter_context(  # noqa: E731
+                evaluation_engine(conn, tokens, params=parsed, progress=not no_progress))
+        result = run_task(task, names, data_spec=data_spec, queries_spec=queries_spec,
+                          corpus_specs=corpus_specs, dev_spec=dev_spec, model_dir=model_dir, params=parsed,
+                          drop_no_relevant=drop_no_relevant, max_queries=max_queries, body_words=body_words,
+                          title_only=title_only, skip_bad=skip_bad, show_progress=not no_progress,
+                          explain=explain, engine_factory=engine_factory,
+                          context_options={"fused_first_stage": fused_first_stage})
     console = Console()
     report.print_result(result, console)
     if explain:
@@ -138,6 +160,10 @@ def evaluate(task: str, data_spec: str | None, queries_spec: str | None, corpus_
         written.append(report.write_per_query(result, per_query_path))
     if plot_path is not None:
         written.append(report.write_plot(result, plot_path))
+    if report_dir is not None:
+        from es_plugin_bridge.evaluation.compare import write_report
+
+        written.extend(write_report(result, report_dir))
     if explain:
         from es_plugin_bridge.evaluation.explain import write_explain
 
@@ -152,10 +178,13 @@ def run_task(task: str, names: Sequence[str], *, data_spec: str | None = None,
              model_dir: Path | None = None, params: dict[str, dict[str, float]] | None = None,
              drop_no_relevant: bool = False, max_queries: int | None = None, body_words: int | None = None,
              title_only: bool = False, skip_bad: bool = False, show_progress: bool = True,
-             explain: bool = False) -> TaskResult:
+             explain: bool = False, engine_factory: Callable[[Any], Any] | None = None,
+             context_options: dict[str, Any] | None = None) -> TaskResult:
     """Read the specs, then run the task's evaluation (the CLI without its output handling).
 
-    ``explain`` (rerank only) fills ``TaskResult.explain`` from the run's own ``fused`` ranker."""
+    ``explain`` (rerank only) fills ``TaskResult.explain`` from the run's own ``fused`` ranker.
+    ``engine_factory`` makes the first-stage engine from the run's token cache (default: embedded);
+    ``context_options`` are more ``RankerContext`` fields (e.g. ``fused_first_stage``, ``overrides``)."""
     from es_plugin_bridge.data.spec import read_spec
     from es_plugin_bridge.evaluation import evaluate_classify, evaluate_rerank, evaluate_retrieval
     from es_plugin_bridge.evaluation.retrieval import duplicate_queries, held_out
@@ -178,7 +207,11 @@ def run_task(task: str, names: Sequence[str], *, data_spec: str | None = None,
                 notes.append(f"{spec}: skipped {dataset.skipped} malformed records (--skip-bad)")
         return cache[spec]
 
-    common = {"model_dir": model_dir, "params": params, "show_progress": show_progress}
+    context = dict(context_options or {})
+    if engine_factory is not None:
+        context["engine"] = engine_factory(tokens)
+    common = {"model_dir": model_dir, "params": params, "show_progress": show_progress,
+              "context_options": context}
     if task == "rerank":
         result = evaluate_rerank(read(data_spec).queries, names, tokens, drop_no_relevant=drop_no_relevant,
                                  explain=explain, **common)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -68,6 +69,7 @@ def classify(scorer: PairScorer, test: Sequence[Pair],
 def evaluate_classify(test: Sequence[Pair], dev: Sequence[Pair], ranker_names: Sequence[str],
                       tokens: TokenCache, *, model_dir: Path | None = None,
                       params: Mapping[str, Mapping[str, float]] | None = None,
+                      context_options: Mapping[str, Any] | None = None,
                       show_progress: bool = True) -> TaskResult:
     """Accuracy of each ranker's pair scores; first-stage indexes cover every question of test + dev.
 
@@ -99,4 +101,4 @@ def evaluate_classify(test: Sequence[Pair], dev: Sequence[Pair], ranker_names: S
         return RankerResult(metrics, records)
 
     return run_rankers(task, ranker_names, collection, tokens, evaluate_one, model_dir=model_dir,
-                       params=params)
+                       params=params, context_options=context_options)

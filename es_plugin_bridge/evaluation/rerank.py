@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from es_plugin_bridge.data.types import RankingQuery
 from es_plugin_bridge.errors import UserError
@@ -45,6 +46,7 @@ def _judge(query: RankingQuery, ranker: Ranker, name: str) -> tuple[Judged, list
 def evaluate_rerank(queries: Sequence[RankingQuery], ranker_names: Sequence[str], tokens: TokenCache, *,
                     drop_no_relevant: bool = False, model_dir: Path | None = None,
                     params: Mapping[str, Mapping[str, float]] | None = None,
+                    context_options: Mapping[str, Any] | None = None,
                     show_progress: bool = True, explain: bool = False) -> TaskResult:
     """MAP/MRR/P@k of each ranker over ``queries``; per-query records keep the order that was scored.
 
@@ -91,7 +93,8 @@ def evaluate_rerank(queries: Sequence[RankingQuery], ranker_names: Sequence[str]
                    for j, q, order in zip(judged, kept, orders, strict=True)]
         return RankerResult(aggregate(values, METRICS), records)
 
-    run_rankers(task, ranker_names, collection, tokens, evaluate_one, model_dir=model_dir, params=params)
+    run_rankers(task, ranker_names, collection, tokens, evaluate_one, model_dir=model_dir, params=params,
+                context_options=context_options)
     if explain:
         from es_plugin_bridge.evaluation.explain import explain_rerank
 

@@ -14,6 +14,7 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from es_plugin_bridge.data.types import Pair, Question
 from es_plugin_bridge.errors import UserError
@@ -72,6 +73,7 @@ def held_out(queries: Sequence[RetrievalQuery], n: int) -> list[RetrievalQuery]:
 def evaluate_retrieval(documents: Sequence[Question], queries: Sequence[RetrievalQuery],
                        ranker_names: Sequence[str], tokens: TokenCache, *, model_dir: Path | None = None,
                        params: Mapping[str, Mapping[str, float]] | None = None,
+                       context_options: Mapping[str, Any] | None = None,
                        show_progress: bool = True) -> TaskResult:
     """Search the collection for every query with every ranker; Acc@k is Success@k, MRR is cut at 10."""
     if not queries:
@@ -95,4 +97,4 @@ def evaluate_retrieval(documents: Sequence[Question], queries: Sequence[Retrieva
         return RankerResult(aggregate(values, METRICS), records)
 
     return run_rankers(task, ranker_names, collection, tokens, evaluate_one, model_dir=model_dir,
-                       params=params)
+                       params=params, context_options=context_options)

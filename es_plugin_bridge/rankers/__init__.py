@@ -95,6 +95,8 @@ def check(names: Sequence[str], task: str, *, has_model: bool) -> None:
 def build(name: str, context: RankerContext) -> Ranker:
     """Build the ranker ``name`` for this run's context."""
     entry = info(name)
+    if name in context.overrides:
+        return context.overrides[name](context)
     if entry.needs_model and context.model_dir is None:
         raise UserError(f"ranker {name!r} needs --model DIR")
     return entry.factory(context)

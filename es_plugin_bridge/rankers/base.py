@@ -12,7 +12,7 @@ The evaluator only talks to this interface, so a new ranker is a new module, not
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
@@ -20,6 +20,7 @@ from typing import ClassVar
 import numpy as np
 
 from es_plugin_bridge.data.types import Pair, Question, RankingQuery
+from es_plugin_bridge.engines.base import Engine, FirstStage
 from es_plugin_bridge.errors import UserError
 
 TASKS = ("rerank", "retrieval", "classify")
@@ -48,7 +49,9 @@ class RankerContext:
     candidate of the data file; retrieval: every document; classify: every question of data + dev),
     deduplicated by id and in a stable order. ``params`` maps a ranker name to its keyword
     parameters (e.g. ``{"bm25": {"k1": 1.2}}``). ``shared`` lets rankers of one run reuse costly
-    work (e.g. the first-stage rankers share one set of postings).
+    work. ``engine`` answers the first-stage similarities (None: the embedded engine); it is given
+    ``collection`` to index on the first first-stage call. ``fused_first_stage`` forces the first stage
+    the ``fused`` ranker fuses with (default: the data's own order when it can, else BM25).
     """
 
     collection: Sequence[Question]
@@ -56,6 +59,25 @@ class RankerContext:
     model_dir: Path | None = None
     params: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     shared: dict[str, object] = field(default_factory=dict)
+    engine: Engine | None = None
+    fused_first_stage: str | None = None
+    #: Rankers built another way in this run (e.g. ``fused`` computed by an Elasticsearch mode).
+    overrides: Mapping[str, Callable[[RankerContext], Ranker]] = field(default_factory=dict)
+
+    def first_stage(self, similarity: str) -> FirstStage:
+        """The run's first stage for ``similarity`` (its ``--param`` values applied), built once."""
+        key = f"first_stage.{similarity}"
+        stage = self.shared.get(key)
+        if stage is None:
+            if self.engine is None:
+                from es_plugin_bridge.engines.embedded import EmbeddedEngine
+
+                self.engine = EmbeddedEngine(self.tokens)
+            if not self.shared.get("engine.indexed"):
+                self.engine.index(list(self.collection))
+                self.shared["engine.indexed"] = True
+            stage = self.shared[key] = self.engine.first_stage(similarity, self.params.get(similarity, {}))
+        return stage  # type: ignore[return-value]
 
 
 class Ranker:

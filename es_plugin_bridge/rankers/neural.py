@@ -115,6 +115,14 @@ class FusedRanker(Ranker):
         return self._first_stage[name]
 
     def _stage_for(self, query: RankingQuery | None) -> str:
+        forced = self.context.fused_first_stage
+        if forced is not None:
+            if forced not in self.stages:
+                raise UserError(f"the model has no β for first stage {forced!r} (it has: "
+                                f"{', '.join(sorted(self.stages))})")
+            if forced == "given" and (query is None or query.first_stage_scores is None):
+                raise UserError("first stage 'given' needs data that carries its own order (rerank)")
+            return forced
         if query is not None and query.first_stage_scores is not None and "given" in self.stages:
             return "given"
         for name in ("bm25", "lmdirichlet"):

@@ -1,0 +1,120 @@
+"""Options for reaching Elasticsearch and the sidecar, shared by ``esrerank es ...`` and
+``esrerank evaluate --engine elasticsearch``; every one also has an environment variable."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+F = Callable[..., Any]
+
+
+def connection_options(fn: F) -> F:
+    """The options that reach Elasticsearch: URL, API key or user and password, CA file, timeout."""
+    options = [
+        click.option(
+            "--es-url",
+            envvar="ESRERANK_ES_URL",
+            default="http://localhost:9200",
+            show_default=True,
+            help="Elasticsearch URL [env ESRERANK_ES_URL].",
+        ),
+        click.option(
+            "--es-api-key",
+            envvar="ESRERANK_ES_API_KEY",
+            default=None,
+            help="API key (encoded) [env ESRERANK_ES_API_KEY].",
+        ),
+        click.option(
+            "--es-username",
+            envvar="ESRERANK_ES_USERNAME",
+            default=None,
+            help="Basic-auth user [env ESRERANK_ES_USERNAME].",
+        ),
+        click.option(
+            "--es-password",
+            envvar="ESRERANK_ES_PASSWORD",
+            default=None,
+            help="Basic-auth password [env ESRERANK_ES_PASSWORD].",
+        ),
+        click.option(
+            "--es-ca-certs",
+            envvar="ESRERANK_ES_CA_CERTS",
+            default=None,
+            type=click.Path(dir_okay=False),
+            help="CA certificate file [env ESRERANK_ES_CA_CERTS].",
+        ),
+        click.option(
+            "--es-timeout",
+            default=30.0,
+            show_default=True,
+            type=click.FloatRange(min=0.1),
+            help="Seconds per Elasticsearch request.",
+        ),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def sidecar_options(fn: F) -> F:
+    """``--sidecar URL``, ``--token``, ``--timeout``."""
+    options = [
+        click.option(
+            "--sidecar",
+            "sidecar_url",
+            envvar="ESRERANK_SIDECAR_URL",
+            default="http://127.0.0.1:8080",
+            show_default=True,
+            help="The sidecar as this machine reaches it [env ESRERANK_SIDECAR_URL].",
+        ),
+        click.option(
+            "--token",
+            envvar="ESRERANK_TOKEN",
+            default=None,
+            help="Sidecar bearer token [env ESRERANK_TOKEN].",
+        ),
+        click.option(
+            "--timeout",
+            default=2.0,
+            show_default=True,
+            type=click.FloatRange(min=0.001),
+            help="Seconds to wait for the sidecar on a search (bridge mode falls back after it).",
+        ),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def connection(
+    es_url: str,
+    es_api_key: str | None,
+    es_username: str | None,
+    es_password: str | None,
+    es_ca_certs: str | None,
+    es_timeout: float,
+) -> Any:
+    """The ``Connection`` the options describe (checked: one auth kind, a readable CA file)."""
+    from es_plugin_bridge.elastic.connection import Connection
+
+    conn = Connection(
+        url=es_url,
+        api_key=es_api_key,
+        username=es_username,
+        password=es_password,
+        ca_certs=es_ca_certs,
+        timeout=es_timeout,
+    )
+    conn.check()
+    return conn
+
+
+CONNECTION_KEYS = ("es_url", "es_api_key", "es_username", "es_password", "es_ca_certs", "es_timeout")
+
+
+def pop_connection(kwargs: dict[str, Any]) -> Any:
+    """Take the connection options out of a command's keyword arguments; their ``Connection``."""
+    return connection(**{key: kwargs.pop(key) for key in CONNECTION_KEYS})

@@ -1,0 +1,1 @@
+"""The Elasticsearch side of the product: mappings, first stage, the three rerank modes, bulk indexing."""

@@ -1,0 +1,300 @@
+"""Bulk-index questions into Elasticsearch in batches, with back-off, resume and exact failure accounting.
+
+Every item read ends up in exactly one of ``indexed``, ``skipped`` (resume: already in the index) or
+``failed`` (with its id, status and reason), so nothing is lost silently. Documents carry explicit
+``_id``s and use the ``index`` op type, so a retry or a re-run overwrites instead of duplicating.
+
+Why a retry loop of our own rather than ``elasticsearch.helpers.streaming_bulk``
+(``elasticsearch/helpers/actions.py``, 9.5.1): with ``raise_on_exception=False`` it turns a
+whole-request ``ApiError`` into per-item failures and retries ``retry_on_status`` per item, but a
+``TransportError`` (connection refused or reset, timeout) still escapes it mid-stream, and it pairs
+actions with response items by ``zip``, so a response with fewer items than actions would drop ids
+without a word. This loop reuses the helpers' ``expand_action`` (the same action format) and
+back-off formula, ``min(max_backoff, initial_backoff * 2 ** (retry - 1))``, and turns the
+transport's own immediate retries off for its requests so that the back-off and counts are ours alone.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator, Sized
+from dataclasses import dataclass, field
+from itertools import islice
+from operator import attrgetter
+from typing import Any, Generic, NamedTuple, TypeVar
+
+from elastic_transport import TransportError
+from elasticsearch import ApiError, Elasticsearch
+from elasticsearch.helpers import expand_action
+from tqdm import tqdm
+
+from es_plugin_bridge.errors import UserError
+
+Q = TypeVar("Q")
+T = TypeVar("T")
+
+MAX_REASON_CHARS = 300
+
+
+class Failure(NamedTuple):
+    """One item that did not get indexed, as ``(id, status, reason)``. ``status`` is None when no HTTP
+    status applies (the batch's ``prepare`` raised, or the cluster could not be reached)."""
+
+    id: str
+    status: int | None
+    reason: str
+
+
+@dataclass(slots=True)
+class BulkReport:
+    """What one indexing run did; ``read == indexed + skipped + failed`` always holds."""
+
+    read: int = 0
+    indexed: int = 0
+    skipped: int = 0
+    failed: int = 0
+    failures: list[Failure] = field(default_factory=list)
+    retries: int = 0  # item sends beyond the first (429/5xx/transport errors), for information
+    aborted: str | None = None  # why the run stopped before reading every item, or None
+
+    @property
+    def ok(self) -> bool:
+        return self.failed == 0 and self.aborted is None
+
+    def lines(self) -> list[str]:
+        """The report as the CLI prints it: counts, then every failed id with status and reason."""
+        out = [f"read {self.read}  indexed {self.indexed}  skipped {self.skipped}  failed {self.failed}"
+               + (f"  (retried sends: {self.retries})" if self.retries else "")]
+        out += [f"failed {f.id}: {'-' if f.status is None else f.status} {f.reason}" for f in self.failures]
+        if self.aborted:
+            out.append(f"stopped early: {self.aborted}")
+        return out
+
+    def _fail(self, ids: Iterable[str], status: int | None, reason: str) -> None:
+        for id_ in ids:
+            self.failures.append(Failure(id_, status, reason))
+            self.failed += 1
+
+
+def index_questions(
+    client: Elasticsearch,
+    index: str,
+    items: Iterable[Q],
+    prepare: Callable[[list[Q]], list[dict[str, Any]]],
+    *,
+    batch_size: int = 256,
+    resume: bool = False,
+    max_retries: int = 5,
+    initial_backoff: float = 1.0,
+    max_backoff: float = 60.0,
+    abort_after_failed_batches: int = 3,
+    progress: bool = True,
+    id_of: Callable[[Q], str] = attrgetter("id"),
+) -> BulkReport:
+    """Index ``items`` into ``index`` in batches of ``batch_size`` and return the report.
+
+    ``prepare(batch)`` returns one bulk action per item, in order, in the format of
+    ``elasticsearch.helpers`` (a dict of fields, or ``{"_source": {...}}``, optionally ``_op_type``);
+    ``_id`` is set to ``id_of(item)`` and ``_index`` to ``index`` when absent (a different ``_id`` is a
+    programming error: ValueError). If ``prepare`` raises (e.g. the sidecar is down), every id of that
+    batch is a failure with the exception as reason, and the run goes on with the next batch; after
+    ``abort_after_failed_batches`` consecutive batches in which nothing got indexed (0 = never), the run
+    stops and ``report.aborted`` says why, so a dead sidecar or cluster ends the run quickly instead of
+    listing every id of the data set. Re-running with ``resume=True`` then picks up where it stopped.
+
+    Per item, 429 and 5xx answers are retried, as are whole-request 429/5xx answers and transport
+    errors, up to ``max_retries`` times per batch with exponential back-off; any other 4xx (e.g.
+    ``mapper_parsing_exception``) fails the item at once. With ``resume=True`` each batch's ids are
+    first looked up with one real-time ``mget`` (``_source: false``) and those found are skipped
+    without calling ``prepare``. Raises UserError when ``index`` does not exist or cannot be checked
+    (bulk would create it with dynamic mappings). Searches see the documents after the index's next
+    refresh (1 s by default): call ``client.indices.refresh(index=...)`` to see them at once.
+    """
+    if batch_size < 1 or max_retries < 0:
+        raise ValueError("batch_size must be >= 1 and max_retries >= 0")
+    es = client.options(max_retries=0, retry_on_status=())
+    _require_index(es, index)
+    run = _Run(es, index, prepare, id_of, _Retry(max_retries, initial_backoff, max_backoff))
+    report = run.report
+    failed_in_a_row = 0  # consecutive batches with nothing indexed and something failed
+    with tqdm(total=len(items) if isinstance(items, Sized) else None, desc=f"indexing {index}",
+              unit="question", file=sys.stderr, dynamic_ncols=True, mininterval=0.2,
+              disable=None if progress else True) as bar:
+        for batch in _batches(items, batch_size):
+            indexed, failed = report.indexed, report.failed
+            report.read += len(batch)
+            run.batch(batch, resume)
+            bar.update(len(batch))
+            bar.set_postfix(indexed=report.indexed, skipped=report.skipped, failed=report.failed,
+                            refresh=False)
+            if report.indexed > indexed:
+                failed_in_a_row = 0
+            elif report.failed > failed:
+                failed_in_a_row += 1
+                if abort_after_failed_batches and failed_in_a_row >= abort_after_failed_batches:
+                    report.aborted = (
+                        f"{failed_in_a_row} batches in a row failed (last: {report.failures[-1].reason}); "
+                        f"stopped after {id_of(batch[-1])}, reading nothing further; "
+                        "re-run with resume to continue")
+                    break
+    return report
+
+
+class _Retry:
+    """How often and how long to wait before resending: ``streaming_bulk``'s formula."""
+
+    def __init__(self, max_retries: int, initial_backoff: float, max_backoff: float) -> None:
+        self.max_retries, self.initial, self.cap = max_retries, initial_backoff, max_backoff
+
+    def wait(self, retry: int) -> None:
+        time.sleep(min(self.cap, self.initial * 2 ** (retry - 1)))
+
+    def call(self, fn: Callable[..., Any], **kwargs: Any) -> tuple[Any, int | None, str]:
+        """Call ``fn``, resending on retryable whole-request errors: (response or None, status, reason)."""
+        for attempt in range(self.max_retries + 1):
+            if attempt:
+                self.wait(attempt)
+            try:
+                return fn(**kwargs), 200, ""
+            except (ApiError, TransportError) as exc:
+                status, reason = _status_of(exc), _reason_of_exception(exc)
+            if not _retryable(status):
+                break
+        return None, status, reason
+
+
+_Pending = tuple[str, dict[str, Any], Any]  # (id, action line, source line or None)
+
+
+class _Run(Generic[Q]):
+    """One indexing run: books every item of every batch into its report."""
+
+    def __init__(self, es: Elasticsearch, index: str, prepare: Callable[[list[Q]], list[dict[str, Any]]],
+                 id_of: Callable[[Q], str], retry: _Retry) -> None:
+        self.es, self.index, self.prepare, self.id_of, self.retry = es, index, prepare, id_of, retry
+        self.report = BulkReport()
+
+    def batch(self, batch: list[Q], resume: bool) -> None:
+        ids = [str(self.id_of(item)) for item in batch]
+        if resume:
+            resp, status, reason = self.retry.call(self.es.mget, index=self.index, ids=ids, source=False)
+            if resp is None:
+                self.report._fail(ids, status, f"resume check (mget) failed: {reason}")
+                return
+            # mget is real time: it also finds documents indexed but not yet refreshed, which a
+            # terms query on _id would miss right after an interrupted run.
+            present = {doc["_id"] for doc in resp["docs"] if doc.get("found")}
+            self.report.skipped += sum(id_ in present for id_ in ids)
+            keep = [n for n, id_ in enumerate(ids) if id_ not in present]
+            batch, ids = [batch[n] for n in keep], [ids[n] for n in keep]
+            if not batch:
+                return
+        try:
+            actions = self.prepare(batch)
+        except Exception as exc:  # the batch cannot be prepared: every id fails, with the reason
+            self.report._fail(ids, None, f"prepare failed: {type(exc).__name__}: {_short(str(exc))}")
+            return
+        if len(actions) != len(batch):
+            raise ValueError(f"prepare returned {len(actions)} actions for {len(batch)} items")
+        self._send([_expand(action, id_, self.index) for action, id_ in zip(actions, ids, strict=True)])
+
+    def _send(self, pending: list[_Pending]) -> None:
+        """Bulk-send ``pending``, resending what is retryable, until done or out of retries."""
+        for attempt in range(self.retry.max_retries + 1):
+            if attempt:
+                self.retry.wait(attempt)
+                self.report.retries += len(pending)
+            last = attempt == self.retry.max_retries
+            operations = [line for _, head, source in pending for line in (head, source) if line is not None]
+            try:
+                items = self.es.bulk(operations=operations, index=self.index)["items"]
+            except (ApiError, TransportError) as exc:
+                status = _status_of(exc)
+                if last or not _retryable(status):
+                    self.report._fail([p[0] for p in pending], status,
+                                      f"bulk request failed: {_reason_of_exception(exc)}")
+                    return
+                continue
+            pending = self._book(pending, items, resend=not last)
+            if not pending:
+                return
+
+    def _book(self, pending: list[_Pending], items: list[dict[str, Any]], resend: bool) -> list[_Pending]:
+        """Book each response item against the action it answers (same position); return those to resend."""
+        again = []
+        for n, action in enumerate(pending):
+            id_ = action[0]
+            if n >= len(items):
+                self.report._fail([id_], None, f"no answer for this action in the bulk response "
+                                               f"({len(items)} items for {len(pending)} actions)")
+                continue
+            ((_, result),) = items[n].items()
+            status = int(result.get("status", 500))
+            if str(result.get("_id")) != id_:
+                self.report._fail([id_], status, f"bulk response item {n} is for id {result.get('_id')!r}")
+            elif 200 <= status < 300:
+                self.report.indexed += 1
+            elif resend and _retryable(status):
+                again.append(action)
+            else:
+                self.report._fail([id_], status, _reason_of_error(result.get("error")))
+        return again
+
+
+def _retryable(status: int | None) -> bool:
+    """429 (a full queue) and 5xx are worth resending, but not 501/505 (the server cannot do it at all);
+    None is a transport error (no answer)."""
+    return status is None or status == 429 or (status >= 500 and status not in (501, 505))
+
+
+def _status_of(exc: Exception) -> int | None:
+    return exc.status_code if isinstance(exc, ApiError) else None
+
+
+def _batches(items: Iterable[T], size: int) -> Iterator[list[T]]:
+    it = iter(items)
+    while batch := list(islice(it, size)):
+        yield batch
+
+
+def _require_index(es: Elasticsearch, index: str) -> None:
+    try:
+        exists = bool(es.indices.exists(index=index))
+    except (ApiError, TransportError) as exc:
+        raise UserError(f"cannot check Elasticsearch index {index!r}: {_reason_of_exception(exc)}") from exc
+    if not exists:
+        raise UserError(f"Elasticsearch index {index!r} does not exist: create it first (esrerank es setup)")
+
+
+def _expand(action: dict[str, Any], id_: str, index: str) -> _Pending:
+    """(id, action line, source line or None) through the helpers' own ``expand_action``."""
+    action = dict(action)
+    if "_id" in action and str(action["_id"]) != id_:
+        raise ValueError(f"prepare gave _id {action['_id']!r} to the item whose id is {id_!r}")
+    action["_id"] = id_
+    action.setdefault("_index", index)
+    header, source = expand_action(action)
+    return id_, header, source
+
+
+def _reason_of_error(error: Any) -> str:
+    """``type: reason`` of a bulk item's ``error`` object (Elasticsearch's ErrorCause), shortened."""
+    if isinstance(error, dict):
+        text = f"{error.get('type', 'error')}: {error.get('reason', '')}"
+        cause = error.get("caused_by")
+        if isinstance(cause, dict):
+            text += f" (caused by {cause.get('type', '')}: {cause.get('reason', '')})"
+        return _short(text)
+    return _short(str(error)) if error else "unknown error"
+
+
+def _reason_of_exception(exc: Exception) -> str:
+    if isinstance(exc, ApiError) and isinstance(exc.body, dict):
+        return _reason_of_error(exc.body.get("error", exc.body))
+    return _short(f"{type(exc).__name__}: {exc}")
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= MAX_REASON_CHARS else text[: MAX_REASON_CHARS - 1] + "…"

@@ -1,0 +1,188 @@
+"""Connecting to Elasticsearch: options, client, and what the cluster can do (version, licence).
+
+Every ``esrerank es ...`` command and ``--engine elasticsearch`` take the same options, also read
+from the environment (``ESRERANK_ES_URL``, ``ESRERANK_ES_API_KEY``, ``ESRERANK_ES_USERNAME``,
+``ESRERANK_ES_PASSWORD``, ``ESRERANK_ES_CA_CERTS``). An unreachable cluster or a refused
+credential is a one-line ``UserError``, not a traceback.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from es_plugin_bridge.errors import UserError
+
+DEFAULT_URL = "http://localhost:9200"
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Connection:
+    """Where the cluster is and how to authenticate (API key, or username and password)."""
+
+    url: str = DEFAULT_URL
+    api_key: str | None = None
+    username: str | None = None
+    password: str | None = None
+    ca_certs: str | None = None
+    timeout: float = 30.0
+
+    @classmethod
+    def from_env(cls, **given: Any) -> Connection:
+        """Options given explicitly win; the rest come from ``ESRERANK_ES_*`` variables."""
+        env = {
+            "url": "ESRERANK_ES_URL",
+            "api_key": "ESRERANK_ES_API_KEY",
+            "username": "ESRERANK_ES_USERNAME",
+            "password": "ESRERANK_ES_PASSWORD",
+            "ca_certs": "ESRERANK_ES_CA_CERTS",
+        }
+        values = {key: given.get(key) or os.environ.get(var) or None for key, var in env.items()}
+        values["url"] = values["url"] or DEFAULT_URL
+        if given.get("timeout") is not None:
+            values["timeout"] = given["timeout"]
+        return cls(**values)
+
+    def check(self) -> None:
+        if not self.url.startswith(("http://", "https://")):
+            raise UserError(f"--es-url must start with http:// or https://, got {self.url!r}")
+        if self.api_key and (self.username or self.password):
+            raise UserError("give either --es-api-key or --es-username/--es-password, not both")
+        if bool(self.username) != bool(self.password):
+            raise UserError("--es-username and --es-password go together")
+        if self.ca_certs and not os.path.isfile(self.ca_certs):
+            raise UserError(f"--es-ca-certs {self.ca_certs}: no such file")
+
+    def client(self) -> Any:
+        """An ``elasticsearch.Elasticsearch`` client (nothing is sent yet)."""
+        from elasticsearch import Elasticsearch
+
+        self.check()
+        options: dict[str, Any] = {"request_timeout": self.timeout}
+        if self.api_key:
+            options["api_key"] = self.api_key
+        if self.username:
+            options["basic_auth"] = (self.username, self.password)
+        if self.ca_certs:
+            options["ca_certs"] = self.ca_certs
+        return Elasticsearch(self.url, **options)
+
+
+@contextmanager
+def es_errors(what: str) -> Iterator[None]:
+    """Turn the client's connection and API errors into one-line UserErrors naming ``what``."""
+    from elastic_transport import ConnectionError as TransportConnectionError
+    from elastic_transport import ConnectionTimeout
+    from elasticsearch import ApiError, AuthenticationException, AuthorizationException
+
+    try:
+        yield
+    except (TransportConnectionError, ConnectionTimeout) as exc:
+        raise UserError(f"{what}: Elasticsearch is unreachable ({exc.message})") from None
+    except AuthenticationException:
+        raise UserError(
+            f"{what}: Elasticsearch refused the credentials (401); check --es-api-key or "
+            "--es-username/--es-password"
+        ) from None
+    except AuthorizationException as exc:
+        raise UserError(f"{what}: not allowed (403): {_reason(exc)}") from None
+    except ApiError as exc:
+        raise UserError(f"{what}: Elasticsearch answered {exc.meta.status}: {_reason(exc)}") from None
+
+
+def _reason(exc: Any) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        error = body.get("error")
+        if isinstance(error, dict):
+            root = (error.get("root_cause") or [error])[0]
+            return f"{root.get('type', 'error')}: {root.get('reason', '')}".strip()
+        if error:
+            return str(error)
+    return str(exc)
+
+
+def call(what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``fn(*args, **kwargs)`` with :func:`es_errors`."""
+    with es_errors(what):
+        return fn(*args, **kwargs)
+
+
+@dataclass(frozen=True)
+class ClusterInfo:
+    """The cluster's version and licence, to say which modes it can run before trying them."""
+
+    version: tuple[int, int, int]
+    licence: str  # basic, trial, gold, platinum, enterprise, ... or "unknown"
+    licence_active: bool
+
+    @property
+    def version_text(self) -> str:
+        return ".".join(map(str, self.version))
+
+    @property
+    def paid(self) -> bool:
+        """Enterprise-level features (custom inference service, text_similarity_reranker, linear)."""
+        return self.licence_active and self.licence in {"trial", "enterprise", "platinum"}
+
+    def require(self, mode: str) -> None:
+        """UserError naming the version or licence a mode needs when this cluster lacks it."""
+        need = MODE_REQUIREMENTS[mode]
+        version = need.get("version")
+        if version is not None and not _version_ok(self.version, version):
+            raise UserError(
+                f"mode {mode} needs Elasticsearch {need['version_text']}; this cluster is {self.version_text}"
+            )
+        if need.get("licence") and not self.paid:
+            raise UserError(
+                f"mode {mode} needs an enterprise or trial licence ({need['why']}); this cluster "
+                f"has {self.licence!r}{'' if self.licence_active else ' (expired)'}. Start a trial "
+                "(POST _license/start_trial?acknowledge=true) or use --mode vectors or bridge"
+            )
+
+
+def _version_ok(have: tuple[int, int, int], need: dict[int, tuple[int, int]]) -> bool:
+    """``need`` maps a major version to its first minor with the feature (8 → 19, 9 → 1)."""
+    major = have[0]
+    if major > max(need):
+        return True
+    return major in need and have[1:] >= (need[major][1], 0)
+
+
+#: What each mode needs (../shared/ELASTICSEARCH.md, "Versions and licences").
+MODE_REQUIREMENTS: dict[str, dict[str, Any]] = {
+    "native": {
+        "version": {8: (8, 19), 9: (9, 1)},
+        "version_text": "8.19+ or 9.1+",
+        "licence": True,
+        "why": "the custom inference service and text_similarity_reranker",
+    },
+    # rescorer retriever (8.18/9.0) over a linear retriever (8.18/9.0): the one-call variant.
+    "vectors-retriever": {
+        "version": {8: (8, 18), 9: (9, 0)},
+        "version_text": "8.18+ or 9.0+",
+        "licence": True,
+        "why": "the linear retriever",
+    },
+    "vectors": {},
+    "bridge": {},
+}
+
+
+def cluster_info(client: Any) -> ClusterInfo:
+    """Version (``GET /``) and licence (``GET _license``; a cluster without it counts as basic)."""
+    info = call("reading the cluster version", client.info)
+    number = str(info["version"]["number"]).split("-")[0]
+    parts = [int(p) for p in number.split(".")[:3] if p.isdigit()]
+    version = tuple((parts + [0, 0, 0])[:3])
+    try:
+        with es_errors("reading the licence"):
+            lic = client.license.get()["license"]
+        licence, active = str(lic.get("type", "unknown")), lic.get("status", "active") == "active"
+    except UserError:
+        licence, active = "unknown", False
+    return ClusterInfo(version, licence, active)  # type: ignore[arg-type]

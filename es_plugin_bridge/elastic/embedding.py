@@ -1,0 +1,73 @@
+"""The sidecar's ``/v1/embed`` from the indexing side: each question's neural vector and BOW terms.
+
+Indexing must not lose documents silently, so an unreachable sidecar or a refused batch raises with
+the reason; the bulk indexer counts every id of that batch as failed (and says why).
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from typing import Any
+
+from es_plugin_bridge.data.types import Question
+from es_plugin_bridge.elastic.mappings import rerank_text
+from es_plugin_bridge.errors import UserError
+
+
+class EmbedError(Exception):
+    """The sidecar could not embed a batch (down, slow, or refused it): the batch is not indexed."""
+
+
+class SidecarEmbedder:
+    def __init__(self, url: str, *, token: str | None = None, timeout: float = 60.0) -> None:
+        if not url.startswith(("http://", "https://")):
+            raise UserError(f"sidecar URL must start with http:// or https://, got {url!r}")
+        self.url = url.rstrip("/")
+        self.token = token
+        self.timeout = timeout
+
+    def _request(self, method: str, path: str, body: Any = None) -> Any:
+        headers = {"Content-Type": "application/json"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(f"{self.url}{path}", data=data, headers=headers, method=method)
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as resp:
+                return json.loads(resp.read())
+        except urllib.error.HTTPError as exc:
+            detail = exc.read().decode("utf-8", "replace")[:300]
+            raise EmbedError(f"sidecar answered {exc.code} to {path}: {detail}") from None
+        except (OSError, json.JSONDecodeError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise EmbedError(f"sidecar at {self.url} did not answer {path}: {reason}") from None
+
+    def ready(self) -> dict[str, Any]:
+        """``GET /readyz`` (model name, type, dimension, fusion stages); UserError when it does not answer."""
+        try:
+            return self._request("GET", "/readyz")
+        except EmbedError as exc:
+            raise UserError(f"{exc} (start it with `esrerank serve MODEL_DIR`)") from None
+
+    def check_token(self) -> None:
+        """One tiny authenticated call, so a wrong token fails setup instead of every batch."""
+        try:
+            self.embed([Question("token-check", "token check", "")])
+        except EmbedError as exc:
+            raise UserError(str(exc)) from None
+
+    def embed(self, questions: Sequence[Question]) -> list[dict[str, Any]]:
+        """One ``{"vector": [...], "terms": {token: weight}}`` per question, in order."""
+        # As the strings Elasticsearch itself sends (mode native): a question with an empty title
+        # still embeds, and both paths see the same text.
+        body = {"texts": [rerank_text(q) for q in questions]}
+        answer = self._request("POST", "/v1/embed", body)
+        embeddings = answer.get("embeddings") if isinstance(answer, dict) else None
+        if not isinstance(embeddings, list) or len(embeddings) != len(questions):
+            raise EmbedError(
+                f"sidecar answered {len(embeddings or [])} embeddings for {len(questions)} texts"
+            )
+        return embeddings

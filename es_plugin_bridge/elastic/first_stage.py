@@ -1,0 +1,196 @@
+"""Elasticsearch behind the first-stage interface (``es_plugin_bridge.engines.base``).
+
+A query is preprocessed by the product (the options stored in the index's ``_meta``) and sent as a
+``match`` on the similarity's field (``queries.first_stage_query``), so Elasticsearch scores the
+embedded engine's tokens with the same similarity and parameters. Questions come back from
+``_source`` and are kept, so the bridge can send their text to the sidecar without another call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from es_plugin_bridge.data.types import Question
+from es_plugin_bridge.elastic import mappings
+from es_plugin_bridge.elastic.connection import call
+from es_plugin_bridge.elastic.queries import first_stage_query
+from es_plugin_bridge.engines.base import Hits
+from es_plugin_bridge.engines.similarities import SIMILARITIES, make_similarity
+from es_plugin_bridge.errors import UserError
+
+Tokens = Callable[[Question], list[str]]
+SOURCE = ["title", "body"]
+
+
+class ElasticsearchFirstStage:
+    """One similarity of a questions index (one of the ``text`` fields)."""
+
+    def __init__(
+        self,
+        client: Any,
+        index: str,
+        similarity: str,
+        tokens: Tokens,
+        questions: dict[str, Question] | None = None,
+    ) -> None:
+        if similarity not in mappings.FIELDS:
+            raise UserError(f"unknown similarity {similarity!r} (choose from {', '.join(SIMILARITIES)})")
+        self.client = client
+        self.index = index
+        self.similarity = similarity
+        self.tokens = tokens
+        self._questions = questions if questions is not None else {}
+
+    def _keep(self, hits: list[dict[str, Any]]) -> Hits:
+        out = []
+        for hit in hits:
+            source = hit.get("_source") or {}
+            self._questions.setdefault(
+                hit["_id"], Question(hit["_id"], source.get("title", ""), source.get("body", ""))
+            )
+            out.append((hit["_id"], float(hit["_score"])))
+        return out
+
+    def search(self, query: Question, k: int, exclude: set[str] | None = None) -> Hits:
+        if k <= 0:
+            return []
+        body = first_stage_query(self.similarity, self.tokens(query), exclude=exclude)
+        answer = call(
+            f"searching {self.index}",
+            self.client.search,
+            index=self.index,
+            query=body,
+            size=k,
+            source={"includes": SOURCE},
+            track_total_hits=False,
+        )
+        return self._keep(answer["hits"]["hits"])
+
+    def score(self, query: Question, doc_ids: Sequence[str]) -> np.ndarray:
+        ids = list(doc_ids)
+        if not ids:
+            return np.zeros(0)
+        body = first_stage_query(self.similarity, self.tokens(query), only=ids)
+        answer = call(
+            f"searching {self.index}",
+            self.client.search,
+            index=self.index,
+            query=body,
+            size=len(set(ids)),
+            source={"includes": SOURCE},
+            track_total_hits=False,
+        )
+        scores = dict(self._keep(answer["hits"]["hits"]))
+        missing = [i for i in ids if i not in scores]
+        if missing:
+            raise UserError(f"{len(missing)} ids are not in index {self.index} (first: {missing[0]!r})")
+        return np.array([scores[i] for i in ids], dtype=np.float64)
+
+    def question(self, doc_id: str) -> Question:
+        question = self._questions.get(doc_id)
+        if question is None:
+            answer = call(
+                f"reading {doc_id!r} from {self.index}",
+                self.client.get,
+                index=self.index,
+                id=doc_id,
+                source_includes=SOURCE,
+            )
+            source = answer.get("_source") or {}
+            question = self._questions[doc_id] = Question(
+                doc_id, source.get("title", ""), source.get("body", "")
+            )
+        return question
+
+
+class ElasticsearchEngine:
+    """A questions index as the engine of a run: ``index`` fills it, ``first_stage`` searches it.
+
+    ``params`` are the similarities' parameters the index was (or is to be) created with; asking for
+    a first stage with other values is an error, since Elasticsearch fixes them at index creation.
+    """
+
+    name = "elasticsearch"
+
+    def __init__(
+        self,
+        client: Any,
+        index: str,
+        tokens: Tokens,
+        *,
+        params: Mapping[str, Mapping[str, float]] | None = None,
+        embed: Callable[[Sequence[Question]], list[dict[str, Any]]] | None = None,
+        dimension: int | None = None,
+        neural_similarity: str = "cosine",
+        meta: Mapping[str, Any] | None = None,
+        batch_size: int = 200,
+        progress: bool = True,
+    ) -> None:
+        self.client = client
+        self.index_name = index
+        self.tokens = tokens
+        self.params = {k: dict(v) for k, v in (params or {}).items()}
+        self.embed = embed
+        self.dimension = dimension
+        self.neural_similarity = neural_similarity
+        self.meta = dict(meta or {})
+        self.batch_size = batch_size
+        self.progress = progress
+        self._questions: dict[str, Question] = {}
+
+    def create(self) -> None:
+        """Create the index (refusing to overwrite one that exists)."""
+        if call("checking the index", self.client.indices.exists, index=self.index_name):
+            raise UserError(f"index {self.index_name} already exists; delete it or choose another name")
+        body = mappings.index_body(
+            dimension=self.dimension,
+            neural_similarity=self.neural_similarity,
+            params=self.params,
+            meta=self.meta,
+        )
+        call(f"creating index {self.index_name}", self.client.indices.create, index=self.index_name, **body)
+
+    def actions(self, batch: Sequence[Question]) -> list[dict[str, Any]]:
+        """Bulk actions for a batch: the source of each question, with its embedding when asked."""
+        embeddings = self.embed(batch) if self.embed is not None else [None] * len(batch)
+        return [
+            {"_index": self.index_name, "_id": q.id, "_source": mappings.document(q, self.tokens(q), e)}
+            for q, e in zip(batch, embeddings, strict=True)
+        ]
+
+    def index(self, questions: Sequence[Question]) -> None:
+        from es_plugin_bridge.elastic.bulk import index_questions
+
+        if not call("checking the index", self.client.indices.exists, index=self.index_name):
+            self.create()
+        report = index_questions(
+            self.client,
+            self.index_name,
+            list(questions),
+            self.actions,
+            batch_size=self.batch_size,
+            progress=self.progress,
+        )
+        if not report.ok:
+            first = report.failures[0]
+            raise UserError(
+                f"{report.failed} of {report.read} questions could not be indexed into "
+                f"{self.index_name} (first: {first[0]!r}: {first[2]})"
+            )
+        call(f"refreshing {self.index_name}", self.client.indices.refresh, index=self.index_name)
+        self._questions.update({q.id: q for q in questions})
+
+    def first_stage(
+        self, similarity: str, params: Mapping[str, float] | None = None
+    ) -> ElasticsearchFirstStage:
+        wanted = make_similarity(similarity, **dict(params or {})).params
+        built = make_similarity(similarity, **self.params.get(similarity, {})).params
+        if wanted != built:
+            raise UserError(
+                f"index {self.index_name} scores {similarity} with {built}; parameters are fixed "
+                "when the index is created"
+            )
+        return ElasticsearchFirstStage(self.client, self.index_name, similarity, self.tokens, self._questions)

@@ -1,0 +1,189 @@
+"""The questions index: settings and mappings, generated from the embedded engine's own parameters.
+
+One source of truth: the similarities take their parameters from
+``es_plugin_bridge.engines.similarities`` (the embedded engine's defaults plus any ``--param``), so the
+six Lucene baselines score the same in Elasticsearch as in process. ``mappings/`` holds these bodies
+as written by ``python -m es_plugin_bridge.elastic.write_mappings``; a test checks they are current.
+
+Fields of a question document:
+- ``title``, ``body``: the question as given (standard analyzer, for people and Kibana);
+- ``text``: the product's own preprocessing of title + cut body, tokens joined by spaces and indexed
+  with a whitespace tokenizer, so Elasticsearch sees exactly the embedded engine's tokens. Its
+  similarity is BM25; the multi-fields ``text.lmdirichlet`` ... ``text.tfidf`` carry the other five;
+- ``rerank_text``: title then HTML body, the string Elasticsearch sends to the sidecar (mode native);
+- ``vector``: the model's neural vector (``dense_vector``, sized from the model directory);
+- ``bow``: the weighted bag of words as ``rank_features`` (mode vectors).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from es_plugin_bridge.data.types import Question
+from es_plugin_bridge.engines.similarities import NORMALIZATION_PARAMS, SIMILARITIES, make_similarity
+
+ANALYZER = "esrerank_tokens"
+TEXT_FIELD = "text"
+RERANK_FIELD = "rerank_text"
+VECTOR_FIELD = "vector"
+BOW_FIELD = "bow"
+MIN_FEATURE = 1.17549435e-38  # Lucene's FeatureField takes positive normal floats only
+
+#: The field whose similarity each first stage scores with.
+FIELDS: dict[str, str] = {
+    name: TEXT_FIELD if name == "bm25" else f"{TEXT_FIELD}.{name}" for name in SIMILARITIES
+}
+
+_ES_TYPES = {
+    "bm25": "BM25",
+    "lmdirichlet": "LMDirichlet",
+    "lmjelinekmercer": "LMJelinekMercer",
+    "dfr": "DFR",
+    "ib": "IB",
+}
+
+# Lucene 7+'s ClassicSimilarity, as the scripted similarity of Elasticsearch's reference
+# ("Similarity module", scripted TF-IDF with weight_script): sqrt(tf) · idf / sqrt(dl), idf once.
+TFIDF_SIMILARITY: dict[str, Any] = {
+    "type": "scripted",
+    "weight_script": {
+        "source": "double idf = Math.log((field.docCount+1.0)/(term.docFreq+1.0)) + 1.0; "
+        "return query.boost * idf;"
+    },
+    "script": {
+        "source": "double tf = Math.sqrt(doc.freq); double norm = 1/Math.sqrt(doc.length); "
+        "return weight * tf * norm;"
+    },
+}
+
+
+def similarity_name(similarity: str) -> str:
+    return f"esrerank_{similarity}"
+
+
+def similarity_setting(similarity: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Elasticsearch's definition of one similarity, with the embedded engine's parameter values."""
+    if similarity == "tfidf":
+        make_similarity("tfidf", **dict(params or {}))  # refuses parameters: ClassicSimilarity has none
+        return dict(TFIDF_SIMILARITY)
+    values = make_similarity(similarity, **dict(params or {})).params
+    setting: dict[str, Any] = {"type": _ES_TYPES[similarity]}
+    for key, value in values.items():
+        if key.startswith("normalization."):
+            continue
+        setting[key] = value
+    kind = values.get("normalization")
+    if kind is not None and NORMALIZATION_PARAMS.get(kind):
+        key = NORMALIZATION_PARAMS[kind][0]
+        setting[key] = values[key]
+    return setting
+
+
+def index_body(
+    *,
+    dimension: int | None = None,
+    neural_similarity: str = "cosine",
+    params: Mapping[str, Mapping[str, Any]] | None = None,
+    meta: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """``PUT /<index>`` body: settings (one shard, so a rescore window is the global top) and mappings.
+
+    Without ``dimension`` the index holds no vectors (first stages, modes native and bridge only).
+    """
+    params = params or {}
+    similarities = {similarity_name(s): similarity_setting(s, params.get(s)) for s in SIMILARITIES}
+    text_fields = {
+        name: {"type": "text", "analyzer": ANALYZER, "similarity": similarity_name(name)}
+        for name in SIMILARITIES
+        if name != "bm25"
+    }
+    properties: dict[str, Any] = {
+        "title": {"type": "text"},
+        "body": {"type": "text"},
+        TEXT_FIELD: {
+            "type": "text",
+            "analyzer": ANALYZER,
+            "similarity": similarity_name("bm25"),
+            "fields": text_fields,
+        },
+        RERANK_FIELD: {"type": "text", "index": False},
+    }
+    if dimension is not None:
+        if neural_similarity == "cosine":
+            # hnsw (not the quantised default) keeps the indexed vectors exact for knn as well.
+            properties[VECTOR_FIELD] = {
+                "type": "dense_vector",
+                "element_type": "float",
+                "dims": dimension,
+                "index": True,
+                "similarity": "cosine",
+                "index_options": {"type": "hnsw"},
+            }
+        else:  # Manhattan models: scored by script only (no knn similarity is an L1 distance)
+            properties[VECTOR_FIELD] = {
+                "type": "dense_vector",
+                "element_type": "float",
+                "dims": dimension,
+                "index": False,
+            }
+        properties[BOW_FIELD] = {"type": "rank_features"}
+    mappings: dict[str, Any] = {"dynamic": "strict", "properties": properties}
+    if meta:
+        mappings["_meta"] = {"esrerank": dict(meta)}
+    return {
+        "settings": {
+            "number_of_shards": 1,
+            "similarity": similarities,
+            "analysis": {"analyzer": {ANALYZER: {"type": "custom", "tokenizer": "whitespace"}}},
+        },
+        "mappings": mappings,
+    }
+
+
+def rerank_text(question: Question) -> str:
+    """The one string that stands for a question where Elasticsearch sends only a field's value.
+
+    The sidecar reads a string as a title followed by its HTML body (split at the first tag), and
+    the product parses every body as HTML anyway: so ``<`` in the title is escaped (it must not start
+    the body) and a body that does not start with a tag is wrapped in ``<p>``. The tokens are the
+    question's own (tested on the shipped samples).
+    """
+    title = question.title.replace("<", "&lt;")
+    body = question.body
+    if not body:
+        return title
+    return f"{title}{body}" if body.lstrip().startswith("<") else f"{title}<p>{body}</p>"
+
+
+def feature_key(token: str) -> str:
+    """A ``rank_features`` key for a token: Elasticsearch reads a dot as an object path, so ``.`` and
+    the escape character are percent-encoded (``12.04`` → ``12%2E04``)."""
+    return token.replace("%", "%25").replace(".", "%2E")
+
+
+def bow_features(terms: Mapping[str, float]) -> dict[str, float]:
+    """Index-side BOW features from the sidecar's L2-normalised terms ``tf·w/‖bow‖``: |value|.
+
+    With the same |w| on the query side, Σ u·v = Σ tf_q·tf_d·w² / (‖q‖·‖d‖) = the BOW cosine,
+    whatever the sign of w; terms of weight 0 add nothing and are left out.
+    """
+    return {feature_key(t): abs(float(v)) for t, v in terms.items() if abs(float(v)) >= MIN_FEATURE}
+
+
+def document(
+    question: Question, tokens: list[str], embedding: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The ``_source`` of one question (``embedding``: one item of the sidecar's ``/v1/embed``)."""
+    doc: dict[str, Any] = {
+        "title": question.title,
+        "body": question.body,
+        TEXT_FIELD: " ".join(tokens),
+        RERANK_FIELD: rerank_text(question),
+    }
+    if embedding is not None:
+        doc[VECTOR_FIELD] = [float(x) for x in embedding["vector"]]
+        features = bow_features(embedding["terms"])
+        if features:
+            doc[BOW_FIELD] = features
+    return doc

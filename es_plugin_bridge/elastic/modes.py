@@ -1,0 +1,263 @@
+"""The three ways to rerank with Elasticsearch (DESIGN.md, "Elasticsearch modes"), one class each.
+
+Every mode answers ``search(query, k, only=, exclude=)`` with hits best first; each ends in the
+product's ``fused`` order over the same first-stage window (up to ties and the ``rank_features``
+truncation), so they can be compared with ``esrerank evaluate``'s ``fused``:
+
+- ``native``: Elasticsearch calls the sidecar itself (``linear`` + ``text_similarity_reranker`` on
+  the ``custom`` inference endpoint that ``es setup`` registered); one request.
+- ``vectors``: stored vectors and BOW features; the sidecar embeds only the query; the window is
+  rescored inside Elasticsearch (one call on enterprise/trial, two calls on a basic licence).
+- ``bridge``: the client takes the window, calls ``/v1/rerank`` and falls back to the first-stage
+  order when the sidecar is slow or down (marked not reranked, with the reason).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from es_plugin_bridge.bridge.sidecar_client import SidecarClient, SidecarUnavailable
+from es_plugin_bridge.data.types import Question
+from es_plugin_bridge.elastic import queries
+from es_plugin_bridge.elastic.connection import call
+from es_plugin_bridge.elastic.embedding import EmbedError, SidecarEmbedder
+from es_plugin_bridge.elastic.first_stage import ElasticsearchFirstStage
+from es_plugin_bridge.elastic.mappings import rerank_text
+from es_plugin_bridge.errors import UserError
+
+MODES = ("native", "vectors", "bridge")
+
+
+@dataclass
+class ModeResult:
+    hits: list[tuple[str, float]]  # (id, score) best first; the score's scale is the mode's own
+    reranked: bool
+    fallback_reason: str | None = None
+    timings_ms: dict[str, float] = field(default_factory=dict)
+    request: dict[str, Any] = field(default_factory=dict)  # the (last) search body, for --explain
+
+
+def _hits(answer: Mapping[str, Any]) -> list[tuple[str, float]]:
+    return [(h["_id"], float(h["_score"])) for h in answer["hits"]["hits"]]
+
+
+class _Mode:
+    name = ""
+
+    def __init__(self, stage: ElasticsearchFirstStage, beta: Mapping[str, float], window: int) -> None:
+        if window < 1:
+            raise UserError(f"window must be >= 1, got {window}")
+        self.stage = stage
+        self.beta = dict(beta)
+        self.window = window
+
+    @property
+    def client(self) -> Any:
+        return self.stage.client
+
+    @property
+    def index(self) -> str:
+        return self.stage.index
+
+    def _search(self, k: int, **body: Any) -> tuple[dict[str, Any], float]:
+        start = time.perf_counter()
+        answer = call(
+            f"searching {self.index} (mode {self.name})",
+            self.client.search,
+            index=self.index,
+            size=k,
+            source=False,
+            track_total_hits=False,
+            **body,
+        )
+        return answer, 1000 * (time.perf_counter() - start)
+
+    def search(
+        self,
+        query: Question,
+        k: int,
+        *,
+        only: Collection[str] | None = None,
+        exclude: Collection[str] | None = None,
+    ) -> ModeResult:
+        raise NotImplementedError
+
+
+class NativeMode(_Mode):
+    """Elasticsearch calls the sidecar (``/v1/rerank?score=linear``) through ``inference_id``."""
+
+    name = "native"
+
+    def __init__(
+        self, stage: ElasticsearchFirstStage, beta: Mapping[str, float], window: int, inference_id: str
+    ) -> None:
+        super().__init__(stage, beta, window)
+        self.inference_id = inference_id
+
+    def search(
+        self,
+        query: Question,
+        k: int,
+        *,
+        only: Collection[str] | None = None,
+        exclude: Collection[str] | None = None,
+    ) -> ModeResult:
+        window = max(k, self.window)
+        retriever = queries.native_retriever(
+            similarity=self.stage.similarity,
+            tokens=self.stage.tokens(query),
+            query_text=rerank_text(query),
+            inference_id=self.inference_id,
+            beta_first_stage=self.beta["first_stage"],
+            window=window,
+            only=only,
+            exclude=exclude,
+        )
+        answer, ms = self._search(k, retriever=retriever)
+        return ModeResult(_hits(answer), True, timings_ms={"search": ms}, request={"retriever": retriever})
+
+
+class VectorsMode(_Mode):
+    """The query embedded once by the sidecar; the window rescored with stored vectors and BOW features.
+
+    ``one_call`` (enterprise/trial): a ``rescorer`` retriever over a min-maxing ``linear``. Otherwise
+    (any licence) two calls: the first reads the window's first-stage max and min, the second rescores
+    with ``query_weight = β_fs / (max − min)``.
+    """
+
+    name = "vectors"
+
+    def __init__(
+        self,
+        stage: ElasticsearchFirstStage,
+        beta: Mapping[str, float],
+        window: int,
+        embedder: SidecarEmbedder,
+        neural_similarity: str,
+        one_call: bool,
+    ) -> None:
+        super().__init__(stage, beta, window)
+        self.embedder = embedder
+        self.neural_similarity = neural_similarity
+        self.one_call = one_call
+
+    def search(
+        self,
+        query: Question,
+        k: int,
+        *,
+        only: Collection[str] | None = None,
+        exclude: Collection[str] | None = None,
+    ) -> ModeResult:
+        window = max(k, self.window)
+        start = time.perf_counter()
+        try:
+            embedding = self.embedder.embed([query])[0]
+        except EmbedError as exc:
+            raise UserError(f"mode vectors needs the sidecar to embed the query: {exc}") from None
+        timings = {"embed": 1000 * (time.perf_counter() - start)}
+        rest = queries.rest_of_fused(
+            embedding["vector"], embedding["terms"], self.beta, self.neural_similarity
+        )
+        tokens = self.stage.tokens(query)
+        if self.one_call:
+            retriever = queries.vectors_retriever(
+                similarity=self.stage.similarity,
+                tokens=tokens,
+                rest=rest,
+                beta_first_stage=self.beta["first_stage"],
+                window=window,
+                only=only,
+                exclude=exclude,
+            )
+            answer, timings["search"] = self._search(k, retriever=retriever)
+            return ModeResult(_hits(answer), True, timings_ms=timings, request={"retriever": retriever})
+        first = queries.first_stage_query(self.stage.similarity, tokens, only=only, exclude=exclude)
+        probe, timings["window"] = self._search(window, query=first)
+        weight = queries.basic_query_weight(self.beta["first_stage"], [s for _, s in _hits(probe)])
+        body = {"query": first, "rescore": queries.rescore(rest, window, weight)}
+        answer, timings["search"] = self._search(k, **body)
+        return ModeResult(_hits(answer), True, timings_ms=timings, request=body)
+
+
+class BridgeMode(_Mode):
+    """The client reranks the first-stage window through ``/v1/rerank`` (first-stage order on failure)."""
+
+    name = "bridge"
+
+    def __init__(
+        self, stage: ElasticsearchFirstStage, beta: Mapping[str, float], window: int, sidecar: SidecarClient
+    ) -> None:
+        super().__init__(stage, beta, window)
+        self.sidecar = sidecar
+
+    def search(
+        self,
+        query: Question,
+        k: int,
+        *,
+        only: Collection[str] | None = None,
+        exclude: Collection[str] | None = None,
+    ) -> ModeResult:
+        start = time.perf_counter()
+        if only is not None:
+            ids = [i for i in dict.fromkeys(only) if not exclude or i not in exclude]
+            scores = self.stage.score(query, ids)
+            first = sorted(zip(ids, map(float, scores), strict=True), key=lambda h: -h[1])
+        else:
+            first = self.stage.search(query, max(k, self.window), set(exclude or ()))
+        timings = {"first_stage": 1000 * (time.perf_counter() - start)}
+        window = first[: max(k, self.window)]
+        if not window:
+            return ModeResult([], False, "no match", timings)
+        start = time.perf_counter()
+        try:
+            order = self.sidecar.rerank(
+                query,
+                [self.stage.question(i) for i, _ in window],
+                [s for _, s in window],
+                self.stage.similarity,
+            )
+        except SidecarUnavailable as exc:
+            timings["rerank"] = 1000 * (time.perf_counter() - start)
+            return ModeResult(first[:k], False, str(exc), timings)
+        timings["rerank"] = 1000 * (time.perf_counter() - start)
+        hits = [(window[i][0], score) for i, score in order]
+        return ModeResult((hits + first[len(window) :])[:k], True, timings_ms=timings)
+
+
+def make_mode(
+    mode: str,
+    stage: ElasticsearchFirstStage,
+    meta: Any,
+    *,
+    window: int,
+    sidecar_url: str,
+    token: str | None,
+    timeout: float,
+    cluster: Any,
+) -> _Mode:
+    """The mode ``mode`` over ``stage`` with the index meta's β for that first stage; UserError naming
+    what the cluster or the index lacks for it."""
+    if mode not in MODES:
+        raise UserError(f"unknown mode {mode!r} (choose from {', '.join(MODES)})")
+    cluster.require(mode)
+    beta = meta.beta(stage.similarity)
+    if mode == "native":
+        endpoint = meta.inference.get(stage.similarity)
+        if endpoint is None:
+            raise UserError(
+                f"index {stage.index} has no inference endpoint for {stage.similarity}; run "
+                "`esrerank es setup` against a cluster that supports mode native"
+            )
+        return NativeMode(stage, beta, window, endpoint)
+    if mode == "vectors":
+        if meta.dimension is None:
+            raise UserError(f"index {stage.index} holds no vectors (it was set up without a model)")
+        embedder = SidecarEmbedder(sidecar_url, token=token, timeout=timeout)
+        one_call = cluster.paid and cluster.version >= (8, 18, 0)
+        return VectorsMode(stage, beta, window, embedder, meta.neural_similarity, one_call)
+    return BridgeMode(stage, beta, window, SidecarClient(sidecar_url, token=token, timeout=timeout))

@@ -1,0 +1,180 @@
+"""``es setup``: create the questions index for a model and register the sidecar as an inference endpoint.
+
+What a later command needs to search the index in any mode is stored in the index's ``_meta``
+(``esrerank``): the model's name and type, the vectors' dimension and similarity, the fusion β per
+first stage, the text options that made the ``text`` field, and the inference endpoint per first
+stage. So ``es index``/``es search``/``es evaluate`` need the index and the sidecar, not the model
+directory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from es_plugin_bridge.elastic.connection import ClusterInfo, call, es_errors
+from es_plugin_bridge.elastic.embedding import SidecarEmbedder
+from es_plugin_bridge.errors import UserError
+from es_plugin_bridge.text import TextOptions
+
+META_KEY = "esrerank"
+META_FORMAT = 1
+FIRST_STAGES = ("bm25", "lmdirichlet")  # the first stages Elasticsearch can compute and β exist for
+RERANK_RESPONSE = {"relevance_score": "$.results[*].relevance_score", "reranked_index": "$.results[*].index"}
+# ${query} arrives JSON-quoted; no ${top_n}/${return_documents}: the search-time call sends neither.
+RERANK_REQUEST = '{"query": ${query}, "documents": ${input}}'
+
+
+def inference_id(index: str, first_stage: str) -> str:
+    return f"esrerank-{index}-{first_stage}"
+
+
+def inference_endpoint(sidecar_url: str, first_stage: str, token: str | None) -> dict[str, Any]:
+    """``PUT _inference/rerank/<id>`` body of the ``custom`` service calling ``/v1/rerank?score=linear``.
+
+    Shape: elasticsearch-specification ``inference/put_custom`` (``PutCustomRequestExample1.yaml``,
+    Cohere-style rerank) and ``../shared/ELASTICSEARCH.md``. ``score=linear`` makes the sidecar
+    answer the linear rest of the fused score (≥ 0) instead of a probability, so the ``linear``
+    retriever's sum keeps the fused order. ``secret_parameters`` is required even without a token.
+    """
+    url = f"{sidecar_url.rstrip('/')}/v1/rerank?score=linear&first_stage={first_stage}"
+    return {
+        "service": "custom",
+        "service_settings": {
+            "url": url,
+            "headers": {"Authorization": "Bearer ${api_key}", "Content-Type": "application/json"},
+            "secret_parameters": {"api_key": token or "no-token"},
+            "request": RERANK_REQUEST,
+            "response": {"json_parser": dict(RERANK_RESPONSE)},
+        },
+    }
+
+
+@dataclass(frozen=True)
+class IndexMeta:
+    """The ``_meta.esrerank`` of a questions index."""
+
+    model: str
+    model_type: str
+    dimension: int | None
+    neural_similarity: str
+    fusion: dict[str, dict[str, float]]
+    text: dict[str, Any]
+    inference: dict[str, str] = field(default_factory=dict)
+    params: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "format": META_FORMAT,
+            "model": self.model,
+            "model_type": self.model_type,
+            "dimension": self.dimension,
+            "neural_similarity": self.neural_similarity,
+            "fusion": self.fusion,
+            "text": self.text,
+            "inference": self.inference,
+            "params": self.params,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], index: str) -> IndexMeta:
+        if data.get("format") != META_FORMAT:
+            raise UserError(f"index {index} was not created by `esrerank es setup` (no _meta.{META_KEY})")
+        return cls(
+            model=data["model"],
+            model_type=data["model_type"],
+            dimension=data.get("dimension"),
+            neural_similarity=data.get("neural_similarity", "cosine"),
+            fusion=dict(data["fusion"]),
+            text=dict(data["text"]),
+            inference=dict(data.get("inference") or {}),
+            params=dict(data.get("params") or {}),
+        )
+
+    def beta(self, first_stage: str) -> dict[str, float]:
+        if first_stage not in self.fusion:
+            raise UserError(
+                f"the model has no β for first stage {first_stage!r} "
+                f"(it has: {', '.join(sorted(self.fusion))})"
+            )
+        return self.fusion[first_stage]
+
+    def text_options(self) -> TextOptions:
+        return TextOptions.from_mapping(self.text, source="the index's _meta.esrerank.text")
+
+
+def read_meta(client: Any, index: str) -> IndexMeta:
+    """The index's ``_meta.esrerank``; UserError when the index is missing or not ours."""
+    from elasticsearch import NotFoundError
+
+    try:
+        with es_errors(f"reading index {index}"):
+            answer = client.indices.get_mapping(index=index)
+    except UserError as exc:
+        raise UserError(f"{exc} (create it with `esrerank es setup MODEL_DIR`)") from None
+    except NotFoundError:
+        raise UserError(
+            f"index {index} does not exist (create it with `esrerank es setup MODEL_DIR`)"
+        ) from None
+    mapping = next(iter(answer.values()))["mappings"]
+    return IndexMeta.from_dict((mapping.get("_meta") or {}).get(META_KEY) or {}, index)
+
+
+def meta_for_model(model_dir: Any, readyz: Mapping[str, Any], text: TextOptions) -> IndexMeta:
+    """The index meta of a loaded model directory, checked against what the sidecar serves."""
+    config = model_dir.config
+    if int(readyz.get("dimension", -1)) != config.dimension or readyz.get("model_type") != config.model_type:
+        raise UserError(
+            f"the sidecar serves {readyz.get('model_type')} (dimension {readyz.get('dimension')}), "
+            f"not this model directory's {config.model_type} (dimension {config.dimension})"
+        )
+    return IndexMeta(
+        model=str(readyz.get("model", config.model_type)),
+        model_type=config.model_type,
+        dimension=config.dimension,
+        neural_similarity=config.similarity,
+        fusion={k: dict(v) for k, v in config.beta.fusion.items()},
+        text=text.model_dump(),
+    )
+
+
+def register_endpoints(
+    client: Any, index: str, meta: IndexMeta, sidecar_url: str, token: str | None, cluster: ClusterInfo
+) -> tuple[dict[str, str], str | None]:
+    """Register one rerank endpoint per first stage with β; (ids, None) or ({}, why native is off).
+
+    Elasticsearch calls the sidecar at registration (``?timeout=60s`` covers it), so a sidecar that
+    Elasticsearch cannot reach fails here, with Elasticsearch's own reason.
+    """
+    try:
+        cluster.require("native")
+    except UserError as exc:
+        return {}, str(exc)
+    ids = {}
+    for stage in FIRST_STAGES:
+        if stage not in meta.fusion:
+            continue
+        endpoint = inference_id(index, stage)
+        body = inference_endpoint(sidecar_url, stage, token)
+        with es_errors(f"registering inference endpoint {endpoint} (Elasticsearch calls {sidecar_url})"):
+            if client.options(ignore_status=404).inference.get(inference_id=endpoint).meta.status == 200:
+                client.inference.delete(inference_id=endpoint, force=True)
+            client.inference.put(
+                task_type="rerank", inference_id=endpoint, inference_config=body, timeout="60s"
+            )
+        ids[stage] = endpoint
+    return ids, None
+
+
+def check_sidecar(embedder: SidecarEmbedder) -> dict[str, Any]:
+    """``/readyz`` answers and the token works; the sidecar's readiness document."""
+    ready = embedder.ready()
+    embedder.check_token()
+    return ready
+
+
+def put_meta(client: Any, index: str, meta: IndexMeta) -> None:
+    call(
+        f"updating {index}'s _meta", client.indices.put_mapping, index=index, meta={META_KEY: meta.as_dict()}
+    )
