@@ -101,7 +101,7 @@ def evaluate(task: str, data_spec: str | None, queries_spec: str | None, corpus_
              per_query_path: Path | None, plot_path: Path | None, report_dir: Path | None,
              drop_no_relevant: bool, max_queries: int | None, params: tuple[str, ...], body_words: int | None,
              title_only: bool, skip_bad: bool, no_progress: bool, explain: bool, engine: str,
-             fused_first_stage: str | None, **connection: Any) -> None:
+             fused_first_stage: str | None, setup: Any = None, **connection: Any) -> None:
     """Evaluate rankers on a task; print a table and write JSON, per-query JSONL and a plot."""
     from rich.console import Console
 
@@ -132,8 +132,10 @@ def evaluate(task: str, data_spec: str | None, queries_spec: str | None, corpus_
         if ranker not in names:
             raise UserError(f"--param {ranker}.*: ranker {ranker!r} is not in --rankers {','.join(names)}")
     with ExitStack() as stack:
-        engine_factory = None
-        if engine == "elasticsearch":
+        engine_factory, extra, after = None, {}, None
+        if setup is not None:  # `es evaluate`: its own engine, rankers and results index (cli/es_evaluate.py)
+            engine_factory, extra, after = setup(stack, parsed, model_dir, not no_progress)
+        elif engine == "elasticsearch":
             from es_plugin_bridge.elastic.evaluation import evaluation_engine
 
             conn = pop_connection(connection)
@@ -144,7 +146,9 @@ def evaluate(task: str, data_spec: str | None, queries_spec: str | None, corpus_
                           drop_no_relevant=drop_no_relevant, max_queries=max_queries, body_words=body_words,
                           title_only=title_only, skip_bad=skip_bad, show_progress=not no_progress,
                           explain=explain, engine_factory=engine_factory,
-                          context_options={"fused_first_stage": fused_first_stage})
+                          context_options={"fused_first_stage": fused_first_stage, **extra})
+        if after is not None:
+            after(result)
     console = Console()
     report.print_result(result, console)
     if explain:

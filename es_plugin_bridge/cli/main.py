@@ -34,6 +34,8 @@ def _register() -> None:
     _add("es_plugin_bridge.cli.embeddings", "embeddings_command")
     _add("es_plugin_bridge.cli.serve", "serve_command")
     _add("es_plugin_bridge.cli.search", "search_command")
+    _add("es_plugin_bridge.cli.es", "es_group")
+    _add("es_plugin_bridge.cli.kibana", "kibana_command")
 
 
 _register()

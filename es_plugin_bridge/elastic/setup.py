@@ -106,17 +106,10 @@ class IndexMeta:
 
 def read_meta(client: Any, index: str) -> IndexMeta:
     """The index's ``_meta.esrerank``; UserError when the index is missing or not ours."""
-    from elasticsearch import NotFoundError
-
-    try:
-        with es_errors(f"reading index {index}"):
-            answer = client.indices.get_mapping(index=index)
-    except UserError as exc:
-        raise UserError(f"{exc} (create it with `esrerank es setup MODEL_DIR`)") from None
-    except NotFoundError:
-        raise UserError(
-            f"index {index} does not exist (create it with `esrerank es setup MODEL_DIR`)"
-        ) from None
+    getter = client.options(ignore_status=404).indices.get_mapping
+    answer = call(f"reading index {index}", getter, index=index)
+    if answer.meta.status == 404:
+        raise UserError(f"index {index} does not exist (create it with `esrerank es setup MODEL_DIR`)")
     mapping = next(iter(answer.values()))["mappings"]
     return IndexMeta.from_dict((mapping.get("_meta") or {}).get(META_KEY) or {}, index)
 

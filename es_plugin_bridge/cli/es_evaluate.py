@@ -1,0 +1,217 @@
+"""``esrerank es evaluate``: ``esrerank evaluate`` (same tasks, options and JSON) run through Elasticsearch.
+
+The run's collection goes into a throw-away index (so collection statistics are the run's own, as in
+process); every first-stage ranker searches it; ``fused`` is computed by ``--mode`` (native, vectors
+or bridge) instead of in process; per-query results also go to the results index that the Kibana
+dashboards read (``--results-index``, default ``esrerank-runs``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from contextlib import ExitStack
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import click
+
+from es_plugin_bridge.cli.es_options import pop_connection
+from es_plugin_bridge.cli.evaluate import evaluate
+from es_plugin_bridge.errors import UserError
+
+EXTRA = [
+    click.Option(
+        ["--mode"],
+        type=click.Choice(["native", "vectors", "bridge"]),
+        default="bridge",
+        show_default=True,
+        help="How Elasticsearch computes the fused ranker.",
+    ),
+    click.Option(
+        ["--window"],
+        type=click.IntRange(min=1),
+        default=100,
+        show_default=True,
+        help="retrieval: first-stage hits that fused reranks (rerank: all candidates).",
+    ),
+    click.Option(
+        ["--sidecar", "sidecar_url"],
+        envvar="ESRERANK_SIDECAR_URL",
+        default="http://127.0.0.1:8080",
+        show_default=True,
+        help="The sidecar serving --model [env ESRERANK_SIDECAR_URL].",
+    ),
+    click.Option(
+        ["--sidecar-from-es"],
+        envvar="ESRERANK_SIDECAR_FROM_ES",
+        default=None,
+        help="The sidecar as Elasticsearch reaches it (mode native); default: --sidecar.",
+    ),
+    click.Option(["--token"], envvar="ESRERANK_TOKEN", default=None, help="Sidecar bearer token."),
+    click.Option(
+        ["--timeout"],
+        type=click.FloatRange(min=0.001),
+        default=10.0,
+        show_default=True,
+        help="Seconds to wait for the sidecar (bridge mode falls back to the first stage after it).",
+    ),
+    click.Option(
+        ["--results-index"],
+        envvar="ESRERANK_RESULTS_INDEX",
+        default="esrerank-runs",
+        show_default=True,
+        help="Index of per-query results for Kibana [env ESRERANK_RESULTS_INDEX].",
+    ),
+    click.Option(
+        ["--no-results-index"], is_flag=True, help="Do not write per-query results to Elasticsearch."
+    ),
+    click.Option(
+        ["--dataset"], default=None, help="Data set name in the results index (default: from the spec)."
+    ),
+    click.Option(["--keep-index"], is_flag=True, help="Keep the run's questions index (esrerank-eval-...)."),
+]
+
+
+def _setup(options: dict[str, Any], conn: Any, first_stage: str | None) -> Any:
+    """The hook ``evaluate`` calls: (engine factory, ranker context options, after-run step)."""
+    mode, window = options["mode"], options["window"]
+    sidecar_url, token, timeout = options["sidecar_url"], options["token"], options["timeout"]
+    stage_name = first_stage or "bm25"
+    if stage_name == "given":
+        raise UserError(
+            "--first-stage given is the data's own order; Elasticsearch modes fuse bm25 or lmdirichlet"
+        )
+
+    def setup(stack: ExitStack, params: Any, model_dir: Path | None, progress: bool) -> Any:
+        from es_plugin_bridge.elastic.connection import call, cluster_info
+        from es_plugin_bridge.elastic.embedding import SidecarEmbedder
+        from es_plugin_bridge.elastic.evaluation import evaluation_engine
+        from es_plugin_bridge.elastic.modes import make_mode
+        from es_plugin_bridge.elastic.ranker import ModeRanker
+        from es_plugin_bridge.elastic.results import index_results, results_documents, results_run_id
+        from es_plugin_bridge.elastic.setup import check_sidecar, meta_for_model, register_endpoints
+        from es_plugin_bridge.serving.model_dir import ModelDirectory
+        from es_plugin_bridge.text import TextOptions
+
+        if model_dir is None:
+            raise UserError("es evaluate needs --model DIR: the export-onnx directory the sidecar serves")
+        model = ModelDirectory.load(model_dir)
+        embedder = SidecarEmbedder(sidecar_url, token=token, timeout=max(timeout, 60.0))
+        meta = meta_for_model(model, check_sidecar(embedder), TextOptions())
+        meta.beta(stage_name)
+        client = conn.client()
+        cluster = cluster_info(client)
+        cluster.require(mode)
+        name = f"esrerank-eval-{uuid.uuid4().hex[:10]}"
+        if mode == "native":
+            endpoints, why = register_endpoints(
+                client, name, meta, options["sidecar_from_es"] or sidecar_url, token, cluster
+            )
+            if why:
+                raise UserError(why)
+            for endpoint in endpoints.values():
+                stack.callback(
+                    call,
+                    f"deleting {endpoint}",
+                    client.options(ignore_status=404).inference.delete,
+                    inference_id=endpoint,
+                    force=True,
+                )
+            meta = replace(meta, inference=endpoints)
+        if mode != "vectors":
+            meta = replace(meta, dimension=None)
+
+        def engine_factory(tokens: Any) -> Any:
+            return stack.enter_context(
+                evaluation_engine(
+                    conn,
+                    tokens,
+                    params=params,
+                    index=name,
+                    keep=options["keep_index"],
+                    embed=embedder.embed if mode == "vectors" else None,
+                    dimension=meta.dimension,
+                    neural_similarity=meta.neural_similarity,
+                    meta=meta.as_dict(),
+                    progress=progress,
+                )
+            )
+
+        made: list[ModeRanker] = []
+
+        def fused(context: Any) -> ModeRanker:
+            searcher = make_mode(
+                mode,
+                context.first_stage(stage_name),
+                meta,
+                window=window,
+                sidecar_url=sidecar_url,
+                token=token,
+                timeout=timeout,
+                cluster=cluster,
+            )
+            made.append(ModeRanker(context, searcher))
+            return made[-1]
+
+        def after(result: Any) -> None:
+            for ranker in made:
+                if ranker.fallbacks:
+                    result.notes.append(
+                        f"mode bridge kept the first-stage order for {len(ranker.fallbacks)} "
+                        f"queries (first: {ranker.fallbacks[0]})"
+                    )
+            result.notes.append(
+                f"Elasticsearch {cluster.version_text} ({cluster.licence}), index {name}, "
+                f"fused = mode {mode} over {stage_name}"
+            )
+            if options["no_results_index"]:
+                return
+            dataset = options["dataset"] or _dataset(options)
+            run_id = results_run_id(result, dataset=dataset, engine="elasticsearch", mode=mode)
+            docs = results_documents(
+                result, run_id=run_id, dataset=dataset, engine="elasticsearch", mode=mode
+            )
+            with_errors = call(
+                f"writing results to {options['results_index']}",
+                index_results,
+                client,
+                options["results_index"],
+                docs,
+            )
+            indexed, errors = with_errors
+            if errors:
+                raise UserError(
+                    f"{len(errors)} of {len(docs)} per-query results were refused by "
+                    f"{options['results_index']}: {errors[0]}"
+                )
+            result.notes.append(
+                f"run {run_id}: {indexed} per-query results in index {options['results_index']}"
+            )
+
+        return engine_factory, {"overrides": {"fused": fused}, "fused_first_stage": stage_name}, after
+
+    return setup
+
+
+def _dataset(options: dict[str, Any]) -> str:
+    spec = options.get("data_spec") or options.get("queries_spec") or "data"
+    return Path(str(spec).partition(":")[2] or str(spec)).name
+
+
+def _callback(**kwargs: Any) -> None:
+    options = {opt.name: kwargs.pop(opt.name) for opt in EXTRA}
+    keys = ("es_url", "es_api_key", "es_username", "es_password", "es_ca_certs", "es_timeout")
+    connection = {key: kwargs[key] for key in keys}
+    conn = pop_connection(dict(connection))
+    setup = _setup(options, conn, kwargs.get("fused_first_stage"))
+    evaluate.callback(**kwargs, engine="elasticsearch", setup=setup)  # type: ignore[misc]
+
+
+es_evaluate = click.Command(
+    "evaluate",
+    params=[p for p in evaluate.params if p.name != "engine"] + EXTRA,
+    callback=_callback,
+    help="The same tasks, options and JSON as `esrerank evaluate`, each ranker run through Elasticsearch; "
+    "fused is computed by --mode. Needs --model DIR (the directory the sidecar serves).",
+)
