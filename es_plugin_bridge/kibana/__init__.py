@@ -1,0 +1,1 @@
+"""Kibana: the ranking-comparison dashboard's saved objects and the client that imports them."""
