@@ -17,7 +17,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	if [ -f .ci/lucene.sh ]; then bash .ci/lucene.sh; fi
 	$(BIN)/ruff check .
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -rs
 
 install: $(STAMP)
 
