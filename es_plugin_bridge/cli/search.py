@@ -1,18 +1,28 @@
-"""``esrerank search``: the bridge from the command line — embedded first stage, sidecar rerank,
-first-stage order when the sidecar is slow or down."""
+"""``esrerank search``: the bridge from the command line — a first stage (the embedded engine over
+``--corpus``, or an Elasticsearch index with ``--engine elasticsearch``), sidecar rerank, first-stage
+order when the sidecar is slow or down."""
 
 from __future__ import annotations
 
 import json
 import sys
+from typing import Any
 
 import click
+
+from es_plugin_bridge.cli.es_options import connection_options, pop_connection
+from es_plugin_bridge.errors import UserError
 
 
 @click.command("search", context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("query", nargs=-1, required=True)
-@click.option("--corpus", "corpus_specs", metavar="SPEC", multiple=True, required=True,
-              help="FORMAT:PATH of the questions to search (repeatable).")
+@click.option("--corpus", "corpus_specs", metavar="SPEC", multiple=True,
+              help="FORMAT:PATH of the questions to search (repeatable; the embedded engine).")
+@click.option("--engine", type=click.Choice(["embedded", "elasticsearch"]), default="embedded",
+              show_default=True,
+              help="First stage: the embedded engine over --corpus, or the index of `es setup`/`es index`.")
+@click.option("--index", "index_name", envvar="ESRERANK_ES_INDEX", default="esrerank-questions",
+              show_default=True, help="--engine elasticsearch: the questions index.")
 @click.option("--sidecar", "sidecar_url", metavar="URL", default=None,
               help="Base URL of `esrerank serve` (e.g. http://127.0.0.1:8080); omitted: first stage only.")
 @click.option("--token", envvar="ESRERANK_TOKEN", default=None, help="Bearer token of the sidecar.")
@@ -24,9 +34,10 @@ import click
 @click.option("--timeout", default=2.0, show_default=True, type=click.FloatRange(min=0.001),
               help="Seconds to wait for the sidecar before keeping the first-stage order.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def search_command(query: tuple[str, ...], corpus_specs: tuple[str, ...], sidecar_url: str | None,
-                   token: str | None, similarity: str, window: int, top: int, timeout: float,
-                   as_json: bool) -> None:
+@connection_options
+def search_command(query: tuple[str, ...], corpus_specs: tuple[str, ...], engine: str, index_name: str,
+                   sidecar_url: str | None, token: str | None, similarity: str, window: int, top: int,
+                   timeout: float, as_json: bool, **connection: Any) -> None:
     """Search QUERY among the corpus questions, reranked by the sidecar when one is given."""
     from rich.console import Console
     from rich.markup import escape
@@ -35,9 +46,24 @@ def search_command(query: tuple[str, ...], corpus_specs: tuple[str, ...], sideca
     from es_plugin_bridge.bridge import BridgeSearch, SidecarClient
     from es_plugin_bridge.data.spec import read_spec
 
-    collection = {q.id: q for spec in corpus_specs for q in read_spec(spec).questions.values()}
     sidecar = SidecarClient(sidecar_url, token=token, timeout=timeout) if sidecar_url else None
-    bridge = BridgeSearch(list(collection.values()), sidecar, similarity=similarity, window=window)
+    if engine == "elasticsearch":
+        from es_plugin_bridge.elastic.first_stage import ElasticsearchFirstStage
+        from es_plugin_bridge.elastic.setup import read_meta
+        from es_plugin_bridge.text import Preprocessor
+
+        if corpus_specs:
+            raise UserError("--corpus is for the embedded engine; --engine elasticsearch searches --index")
+        client = pop_connection(connection).client()
+        tokens = Preprocessor(read_meta(client, index_name).text_options()).tokens
+        source: Any = ElasticsearchFirstStage(client, index_name, similarity, tokens)
+        size = f"index {index_name}"
+    else:
+        if not corpus_specs:
+            raise UserError("give the questions to search with --corpus SPEC (or --engine elasticsearch)")
+        collection = {q.id: q for spec in corpus_specs for q in read_spec(spec).questions.values()}
+        source, size = list(collection.values()), f"{len(collection):,} questions"
+    bridge = BridgeSearch(source, sidecar, similarity=similarity, window=window)
     result = bridge.search(" ".join(query), k=top)
     if as_json:
         hits = [{"id": h.question.id, "title": h.question.title, "score": h.score,
@@ -48,7 +74,7 @@ def search_command(query: tuple[str, ...], corpus_specs: tuple[str, ...], sideca
         sys.stdout.write("\n")
         return
     how = "reranked by the sidecar" if result.reranked else "first-stage order"
-    table = Table(title=escape(f"{len(collection):,} questions, {similarity}, {how}"))
+    table = Table(title=escape(f"{size}, {similarity}, {how}"))
     for name, justify in (("#", "right"), (similarity, "right"), ("score", "right"), ("title", "left")):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for rank, hit in enumerate(result.hits, start=1):

@@ -285,8 +285,8 @@ def _check_lens(where: str, obj: Mapping[str, Any], refs: Mapping[str, Any],
         if f"indexpattern-datasource-layer-{layer_id}" not in refs:
             problems.append(f"{where}: layer {layer_id} has no data view reference")
         columns = layer["columns"]
-        if list(columns) != layer["columnOrder"]:
-            problems.append(f"{where}: columnOrder differs from the columns")
+        if sorted(columns) != sorted(layer["columnOrder"]):
+            problems.append(f"{where}: columnOrder names other columns than the layer has")
         for column_id, column in columns.items():
             source = column.get("sourceField")
             operation = column["operationType"]

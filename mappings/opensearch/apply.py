@@ -1,0 +1,158 @@
+"""Configure OpenSearch (>= 2.15) to rerank through the esrerank sidecar, from the JSON files beside
+this script — the same steps the README gives as curl commands:
+
+  1. cluster-settings.json  PUT  _cluster/settings            (trust the sidecar's URL, allow a private IP)
+  2. connector.json         POST _plugins/_ml/connectors/_create
+  3. model.json             POST _plugins/_ml/models/_register?deploy=true   (then wait for the task)
+  4. search-pipeline.json   PUT  _search/pipeline/<name>        (a `rerank` response processor)
+  5. optional: index.json + the questions of a SemEval file, and one query.json search
+
+Standard library only (the SemEval reader of es_plugin_bridge is imported only for --index-sample).
+``{{NAME}}`` placeholders are filled with JSON-escaped values; ``${...}`` is ml-commons' own syntax
+and is sent unchanged. Exit 2 with one line on any refusal.
+
+  python mappings/opensearch/apply.py --opensearch-url http://localhost:9201 \
+      --sidecar-url http://sidecar:8080 [--token T] [--index-sample FILE.xml] [--query TEXT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+PIPELINE = "esrerank-rerank"
+INDEX = "esrerank-questions"
+
+
+class Refused(Exception):
+    """OpenSearch answered with an error, or not at all."""
+
+
+def render(name: str, **values: str) -> dict[str, Any]:
+    """Load ``HERE/name`` with every ``{{KEY}}`` replaced by the JSON-escaped value; unknown keys fail."""
+    text = (HERE / name).read_text(encoding="utf-8")
+
+    def fill(match: re.Match[str]) -> str:
+        key = match.group(1)
+        if key not in values:
+            raise KeyError(f"{name}: no value for {{{{{key}}}}}")
+        return json.dumps(str(values[key]))[1:-1]
+
+    return json.loads(re.sub(r"\{\{([A-Z_]+)\}\}", fill, text))
+
+
+def trusted_url_regex(sidecar_url: str) -> str:
+    """A regex matching exactly the connector's URL (ml-commons matches the whole URL)."""
+    return "^" + re.escape(sidecar_url.rstrip("/") + "/v1/rerank") + "$"
+
+
+class OpenSearch:
+    def __init__(self, url: str, timeout: float = 60.0) -> None:
+        self.url = url.rstrip("/")
+        self.timeout = timeout
+
+    def call(self, method: str, path: str, body: Any = None) -> dict[str, Any]:
+        data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
+        content = "application/x-ndjson" if isinstance(body, bytes) else "application/json"
+        request = urllib.request.Request(f"{self.url}{path}", data=data, method=method,
+                                         headers={"Content-Type": content})
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as resp:
+                return json.loads(resp.read() or b"{}")
+        except urllib.error.HTTPError as exc:
+            detail = exc.read().decode("utf-8", "replace")[:400]
+            raise Refused(f"{method} {path}: HTTP {exc.code}: {detail}") from None
+        except (urllib.error.URLError, OSError) as exc:
+            raise Refused(f"OpenSearch at {self.url} is unreachable: {getattr(exc, 'reason', exc)}") from None
+
+
+def configure(os_: OpenSearch, sidecar_url: str, token: str, *, deploy_timeout: float = 120.0) -> str:
+    """Steps 1–4; returns the model id. Re-running creates a new connector and model (ids are new)."""
+    sidecar_url = sidecar_url.rstrip("/")
+    os_.call("PUT", "/_cluster/settings",
+             render("cluster-settings.json", SIDECAR_RERANK_URL_REGEX=trusted_url_regex(sidecar_url)))
+    connector = os_.call("POST", "/_plugins/_ml/connectors/_create",
+                         render("connector.json", SIDECAR_URL=sidecar_url, SIDECAR_TOKEN=token))
+    print(f"connector {connector['connector_id']}")
+    registered = os_.call("POST", "/_plugins/_ml/models/_register?deploy=true",
+                          render("model.json", CONNECTOR_ID=connector["connector_id"]))
+    task_id = registered["task_id"]
+    deadline = time.monotonic() + deploy_timeout
+    while True:
+        task = os_.call("GET", f"/_plugins/_ml/tasks/{task_id}")
+        if task.get("state") == "COMPLETED":
+            break
+        if task.get("state") in ("FAILED", "COMPLETED_WITH_ERROR") or time.monotonic() > deadline:
+            raise Refused(f"model deployment task {task_id}: {task.get('state')} {task.get('error', '')}")
+        time.sleep(1.0)
+    model_id = task.get("model_id") or registered["model_id"]
+    print(f"model {model_id} deployed")
+    os_.call("PUT", f"/_search/pipeline/{PIPELINE}", render("search-pipeline.json", MODEL_ID=model_id))
+    print(f"search pipeline {PIPELINE}")
+    return model_id
+
+
+def index_semeval(os_: OpenSearch, path: str) -> int:
+    """Index every question of a SemEval file (original and related) into ``INDEX``; returns the count."""
+    from es_plugin_bridge.data.spec import read_spec
+
+    dataset = read_spec(f"semeval:{path}")
+    questions = {q.id: q for rq in dataset.queries for q in rq.candidates}
+    with contextlib.suppress(Refused):  # a first run has no index to delete
+        os_.call("DELETE", f"/{INDEX}")
+    os_.call("PUT", f"/{INDEX}", render("index.json"))
+    lines = []
+    for q in questions.values():
+        lines.append(json.dumps({"index": {"_index": INDEX, "_id": q.id}}))
+        lines.append(json.dumps({"id": q.id, "title": q.title, "body": q.body}))
+    answer = os_.call("POST", "/_bulk?refresh=true", ("\n".join(lines) + "\n").encode())
+    if answer.get("errors"):
+        failed = [i for i in answer["items"] if i["index"].get("error")]
+        raise Refused(f"bulk: {len(failed)} of {len(questions)} questions failed: "
+                      f"{failed[0]['index']['error']}")
+    print(f"indexed {len(questions)} questions into {INDEX}")
+    return len(questions)
+
+
+def search(os_: OpenSearch, query: str) -> list[dict[str, Any]]:
+    """One reranked search: the hits (``_id``, ``_score`` = the sidecar's relevance score, title)."""
+    body = render("query.json", QUERY=query)
+    answer = os_.call("POST", f"/{INDEX}/_search?search_pipeline={PIPELINE}", body)
+    return answer["hits"]["hits"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--opensearch-url", default=os.environ.get("ESRERANK_OPENSEARCH_URL", "http://localhost:9201"))
+    parser.add_argument("--sidecar-url", required=True, help="The sidecar's URL as OpenSearch reaches it.")
+    parser.add_argument("--token", default=os.environ.get("ESRERANK_TOKEN", ""),
+                        help="The sidecar's bearer token (default: ESRERANK_TOKEN).")
+    parser.add_argument("--index-sample", metavar="SEMEVAL_XML", help="Also index this file's questions.")
+    parser.add_argument("--query", default="Where can I buy a good used car in Doha?",
+                        help="The reranked search run at the end (with --index-sample).")
+    args = parser.parse_args(argv)
+    os_ = OpenSearch(args.opensearch_url)
+    try:
+        configure(os_, args.sidecar_url, args.token or "no-token")
+        if args.index_sample:
+            index_semeval(os_, args.index_sample)
+            for hit in search(os_, args.query):
+                print(f"{hit['_score']:.4f}  {hit['_id']}  {hit['_source']['title'][:70]}")
+    except (Refused, KeyError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
