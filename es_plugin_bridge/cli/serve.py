@@ -1,10 +1,30 @@
-"""``esrerank serve MODEL_DIR``: the sidecar (Flask app on waitress), bound to 127.0.0.1 by default."""
+"""``esrerank serve MODEL_DIR``: the sidecar (Flask app on hardened waitress), bound to 127.0.0.1 by default.
+
+The address is bound before anything is announced, so a bad host or a port in use is one ``error:``
+line. The token is best given in a file (``--token-file``) or the environment: a ``--token`` on the
+command line is visible to every user of the machine (``ps``).
+"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
+
+from es_plugin_bridge.errors import UserError
+
+
+def _read_token_file(path: Path) -> str:
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"cannot read the token file {path}: {exc}") from None
+    if not token:
+        raise UserError(f"the token file {path} is empty")
+    if path.stat().st_mode & 0o077:
+        click.echo(f"warning: {path} is readable by other users (chmod 600 it)", err=True)
+    return token
 
 
 @click.command("serve", context_settings={"help_option_names": ["-h", "--help"]})
@@ -13,27 +33,58 @@ import click
               help="Address to bind; anything but loopback exposes the model to the network.")
 @click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535))
 @click.option("--token", envvar="ESRERANK_TOKEN", default=None,
-              help="Bearer token required on every endpoint but /healthz and /readyz "
-                   "(or set ESRERANK_TOKEN).")
+              help="Bearer token required on every endpoint but /healthz and /readyz (or set "
+                   "ESRERANK_TOKEN; on the command line it is visible to other users: prefer --token-file).")
+@click.option("--token-file", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="File holding the bearer token (first line; keep it chmod 600).")
+@click.option("--expect-sha256", default=None, metavar="DIGEST",
+              help="Refuse the model directory unless its manifest.json has this sha256 (printed at start).")
 @click.option("--max-documents", default=1000, show_default=True, type=click.IntRange(min=1),
               help="Most documents (or texts) one request may carry.")
+@click.option("--max-body-mb", default=32, show_default=True, type=click.IntRange(min=1, max=1024),
+              help="Largest request body, refused from its Content-Length before it is received.")
+@click.option("--request-timeout", default=10.0, show_default=True, type=click.FloatRange(min=0.5),
+              help="Seconds a client has to send one whole request (slow clients are disconnected).")
+@click.option("--max-connections", default=500, show_default=True, type=click.IntRange(min=1),
+              help="Open connections at most.")
 @click.option("--threads", default=4, show_default=True, type=click.IntRange(min=1),
               help="Request threads (waitress).")
 @click.option("--onnx-threads", default=None, type=click.IntRange(min=1),
               help="onnxruntime intra-op threads per request (default: onnxruntime's).")
 @click.option("--name", default=None, help="Model name reported in responses (default TYPE:DIR).")
-def serve_command(model_dir: Path, host: str, port: int, token: str | None, max_documents: int,
-                  threads: int, onnx_threads: int | None, name: str | None) -> None:
+def serve_command(model_dir: Path, host: str, port: int, token: str | None, token_file: Path | None,
+                  expect_sha256: str | None, max_documents: int, max_body_mb: int, request_timeout: float,
+                  max_connections: int, threads: int, onnx_threads: int | None, name: str | None) -> None:
     """Serve an exported model directory: /v1/rerank, /v1/embed, /healthz, /readyz, /metrics."""
-    import waitress
-
-    from es_plugin_bridge.serving.app import create_app
+    from es_plugin_bridge.core.manifest import manifest_digest
+    from es_plugin_bridge.serving.app import check_token, create_app
     from es_plugin_bridge.serving.model_dir import ModelDirectory
+    from es_plugin_bridge.serving.server import Limits, Server
 
-    model = ModelDirectory.load(model_dir, threads=onnx_threads)
-    app = create_app(model, token=token, name=name, max_documents=max_documents)
+    ctx = click.get_current_context()
+    if token is None and os.environ.get("ESRERANK_TOKEN") is not None:  # click drops an empty variable
+        raise UserError("ESRERANK_TOKEN is set but empty; unset it to serve without a token")
+    if token_file is not None:
+        if token is not None:
+            raise UserError("give the token once: --token (or ESRERANK_TOKEN) or --token-file")
+        token = _read_token_file(token_file)
+    check_token(token)
+    if token_file is None and token is not None and (
+            ctx.get_parameter_source("token") == click.core.ParameterSource.COMMANDLINE):
+        click.echo("warning: --token is visible to every user of this machine (ps); prefer --token-file "
+                   "or ESRERANK_TOKEN", err=True)
+    limits = Limits(max_body_bytes=max_body_mb * 1024 * 1024, request_timeout=request_timeout,
+                    max_connections=max_connections)
+    model = ModelDirectory.load(model_dir, threads=onnx_threads, expect_sha256=expect_sha256)
+    app = create_app(model, token=token, name=name, max_documents=max_documents,
+                     max_body_bytes=limits.max_body_bytes)
+    server = Server(app, host=host, port=port, threads=threads, token=token, limits=limits)
     if host not in ("127.0.0.1", "localhost", "::1") and not token:
-        click.echo(f"warning: serving on {host} without a bearer token (--token)", err=True)
-    click.echo(f"serving {app.extensions['esrerank'].name} on http://{host}:{port} "
-               "(/v1/rerank, /v1/embed, /healthz, /readyz, /metrics, /openapi.json)", err=True)
-    waitress.serve(app, host=host, port=port, threads=threads, ident="esrerank")
+        click.echo(f"warning: serving on {host} without a bearer token (--token-file)", err=True)
+    click.echo(f"serving {app.extensions['esrerank'].name} on {server.url} "
+               "(/v1/rerank, /v1/embed, /healthz, /readyz, /metrics, /openapi.json); "
+               f"manifest sha256 {manifest_digest(model_dir)}", err=True)
+    try:
+        server.run()
+    finally:
+        server.close()

@@ -8,6 +8,7 @@ means a bug. With a bearer token set, everything but ``/healthz`` and ``/readyz`
 from __future__ import annotations
 
 import hmac
+import re
 import time
 from pathlib import Path
 from typing import Any, TypeVar
@@ -18,14 +19,15 @@ from pydantic import BaseModel, ValidationError
 from werkzeug.exceptions import HTTPException
 
 from es_plugin_bridge.errors import UserError
+from es_plugin_bridge.serving.jsonbody import BodyError, parse_body
 from es_plugin_bridge.serving.metrics import Metrics
 from es_plugin_bridge.serving.model_dir import ModelDirectory
 from es_plugin_bridge.serving.openapi import openapi_document
-from es_plugin_bridge.serving.schemas import EmbedRequest, RerankRequest, first_error
+from es_plugin_bridge.serving.schemas import EmbedRequest, RerankParams, RerankRequest, first_error
+from es_plugin_bridge.serving.server import OPEN_PATHS, Limits
 from es_plugin_bridge.serving.service import RequestError, Service
 
-OPEN_PATHS = frozenset({"/healthz", "/readyz"})
-MAX_BODY_BYTES = 32 * 1024 * 1024
+MAX_BODY_BYTES = Limits().max_body_bytes
 
 
 def _error(status: int, message: str, field: str | None = None) -> tuple[Response, int]:
@@ -49,13 +51,37 @@ Body = TypeVar("Body", bound=BaseModel)
 def _parse(model: type[Body]) -> Body:
     if not request.is_json:
         raise _Reject(415, "send a JSON body with Content-Type: application/json")
-    data = request.get_json(silent=True)
-    if data is None:
-        raise _Reject(400, "the body is not valid JSON")
+    try:
+        data = parse_body(request.get_data(cache=False))
+    except BodyError as exc:
+        raise _Reject(400, str(exc), exc.field) from None
     if not isinstance(data, dict):
         raise _Reject(400, "the body must be a JSON object", "(body)")
     try:
         return model.model_validate(data)
+    except ValidationError as exc:
+        field, message = first_error(exc)
+        raise _Reject(400, f"{field}: {message}", field) from None
+
+
+def check_token(token: str | None) -> None:
+    """UserError unless ``token`` is None (no authentication) or visible ASCII without spaces."""
+    if token is None:
+        return
+    if not token:
+        raise UserError("the bearer token is empty; give a real token, or none to serve without one")
+    if not re.fullmatch(r"[\x21-\x7e]+", token):
+        raise UserError("the bearer token must be printable ASCII without spaces or line breaks")
+
+
+def _query_params(model: type[Body]) -> Body:
+    """The URL's query parameters validated by ``model`` (unknown or repeated ones are refused)."""
+    args = request.args
+    repeated = next((key for key in args if len(args.getlist(key)) > 1), None)
+    if repeated is not None:
+        raise _Reject(400, f"{repeated}: give this query parameter once", repeated)
+    try:
+        return model.model_validate(args.to_dict())
     except ValidationError as exc:
         field, message = first_error(exc)
         raise _Reject(400, f"{field}: {message}", field) from None
@@ -67,14 +93,20 @@ def create_app(
     token: str | None = None,
     name: str | None = None,
     max_documents: int = 1000,
+    max_body_bytes: int = MAX_BODY_BYTES,
 ) -> Flask:
-    """The sidecar app for ``model`` (a loaded ModelDirectory or its path; loading verifies it)."""
+    """The sidecar app for ``model`` (a loaded ModelDirectory or its path; loading verifies it).
+
+    ``token``, when given, must be a usable bearer token: an empty one is refused rather than taken
+    to mean "no authentication".
+    """
+    check_token(token)
     if not isinstance(model, ModelDirectory):
         model = ModelDirectory.load(model)
     service = Service(model, name=name, max_documents=max_documents)
     metrics = Metrics(service.name, model.model_type)
     app = Flask("esrerank_sidecar")
-    app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
+    app.config["MAX_CONTENT_LENGTH"] = max_body_bytes
     app.json.sort_keys = False  # type: ignore[attr-defined]
     app.extensions["esrerank"] = service
 
@@ -111,7 +143,11 @@ def create_app(
 
     @app.errorhandler(HTTPException)
     def _http(exc: HTTPException) -> tuple[Response, int]:
-        return _error(exc.code or 500, exc.description or exc.name)
+        response, status = _error(exc.code or 500, exc.description or exc.name)
+        for key, value in exc.get_headers():  # e.g. Allow on a 405
+            if key.lower() != "content-type":
+                response.headers[key] = value
+        return response, status
 
     @app.errorhandler(Exception)
     def _bug(exc: Exception) -> tuple[Response, int]:
@@ -120,8 +156,9 @@ def create_app(
 
     @app.post("/v1/rerank")
     def rerank() -> Response:
+        params = _query_params(RerankParams)
         req = _parse(RerankRequest)
-        out = service.rerank(req)
+        out = service.rerank(req, params)
         metrics.documents.labels("/v1/rerank").inc(len(req.documents))
         return jsonify(out.model_dump(exclude_none=True))
 

@@ -8,19 +8,31 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from es_plugin_bridge.errors import UserError
 
 FORMAT = "es_plugin_bridge.model_dir"
 FORMAT_VERSION = 1
 FUSION_KEYS = frozenset({"first_stage", "bow", "neural"})
+#: Bounds a config.json is held to beyond its types: a file that passes them cannot make the server
+#: allocate without bound (lengths, sizes), nor answer NaN or saturated scores (β, Platt curves).
+MAX_WEIGHT = 1e3
+MAX_PLATT = 1e6
+MAX_LENGTH = 4096
+MAX_DIMENSION = 65536
+MAX_VOCAB = 10_000_000
+
+
+def _bounded(name: str, value: float, limit: float) -> None:
+    if not abs(value) <= limit:  # also refuses NaN
+        raise ValueError(f"{name} must be a finite number within ±{limit:g}, got {value!r}")
 
 
 class Beta(BaseModel):
     """The model's own β (bow-cnn: score = β₁·bow + β₂·neural) and the fusion β per first stage."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     model: tuple[float, float] | None = None
     fusion: dict[str, dict[str, float]] = Field(default_factory=dict)
@@ -31,10 +43,26 @@ class Beta(BaseModel):
     @field_validator("calibration")
     @classmethod
     def _increasing(cls, value: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
-        for name, (a, _) in value.items():
+        for name, (a, b) in value.items():
             if not a > 0:
                 raise ValueError(f"calibration of {name!r} must increase with the score (a > 0)")
+            _bounded(f"calibration of {name!r}", a, MAX_PLATT)
+            _bounded(f"calibration of {name!r}", b, MAX_PLATT)
         return value
+
+    @field_validator("model")
+    @classmethod
+    def _model_bounded(cls, value: tuple[float, float] | None) -> tuple[float, float] | None:
+        for w in value or ():
+            _bounded("model β", w, MAX_WEIGHT)
+        return value
+
+    @model_validator(mode="after")
+    def _default_known(self) -> Beta:
+        if self.fusion_default is not None and self.fusion_default not in self.fusion:
+            raise ValueError(f"fusion_default {self.fusion_default!r} has no fusion weights "
+                             f"(the model has {sorted(self.fusion)})")
+        return self
 
     @field_validator("fusion")
     @classmethod
@@ -42,6 +70,10 @@ class Beta(BaseModel):
         for stage, weights in value.items():
             if set(weights) != FUSION_KEYS:
                 raise ValueError(f"fusion weights of {stage!r} need exactly {sorted(FUSION_KEYS)}")
+            for key, w in weights.items():
+                _bounded(f"fusion weight {stage}.{key}", w, MAX_WEIGHT)
+            if weights["first_stage"] < 0:  # Elasticsearch's linear retriever takes weights >= 0
+                raise ValueError(f"fusion weight {stage}.first_stage must be >= 0")
         return value
 
 
@@ -63,10 +95,10 @@ class ExportedConfig(BaseModel):
     format_version: Literal[1]
     model_type: str
     similarity: Literal["cosine", "manhattan"]
-    dimension: int = Field(ge=1)
-    vocab_size: int = Field(ge=2)
-    max_title: int = Field(ge=1)
-    max_body: int = Field(ge=1)
+    dimension: int = Field(ge=1, le=MAX_DIMENSION)
+    vocab_size: int = Field(ge=2, le=MAX_VOCAB)
+    max_title: int = Field(ge=1, le=MAX_LENGTH)
+    max_body: int = Field(ge=1, le=MAX_LENGTH)
     dynamic_length: bool
     inputs: tuple[str, str, str, str] = ("title_ids", "title_mask", "body_ids", "body_mask")
     output: str = "neural"

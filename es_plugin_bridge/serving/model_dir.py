@@ -25,13 +25,13 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
+from es_plugin_bridge.core.fusion import fuse
+from es_plugin_bridge.core.manifest import MANIFEST, read_verified
+from es_plugin_bridge.core.vocab import PAD_ID, UNK_ID, Vocabulary
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.errors import DataFormatError, UserError
 from es_plugin_bridge.serving.config import ExportedConfig, parse_config
 from es_plugin_bridge.text import Preprocessor, TextOptions
-from es_plugin_bridge.training.fusion import fuse
-from es_plugin_bridge.training.vocab import PAD_ID, UNK_ID, Vocabulary
-from exporters.manifest import MANIFEST, read_verified
 
 CONFIG = "config.json"
 VOCAB = "vocab.json"
@@ -113,10 +113,15 @@ class ModelDirectory:
         self.preprocessor = Preprocessor(TextOptions.from_mapping(config.text, source=str(path / CONFIG)))
 
     @classmethod
-    def load(cls, path: str | Path, *, threads: int | None = None, batch_size: int = 64) -> ModelDirectory:
-        """Verify manifest.json against every file, then load; UserError naming the bad file."""
+    def load(cls, path: str | Path, *, threads: int | None = None, batch_size: int = 64,
+             expect_sha256: str | None = None) -> ModelDirectory:
+        """Verify manifest.json against every file, then load; UserError naming the bad file.
+
+        ``expect_sha256`` pins the manifest itself (see ``core.manifest``): a directory rewritten by
+        someone else, manifest included, is refused.
+        """
         path = Path(path)
-        files = read_verified(path, required=FILES)
+        files = read_verified(path, required=FILES, expect_sha256=expect_sha256)
         config = parse_config(_json(files[CONFIG], str(path / CONFIG)), str(path / CONFIG))
         vocab = Vocabulary.from_dict(_json(files[VOCAB], str(path / VOCAB)), str(path / VOCAB))
         if len(vocab) != config.vocab_size:

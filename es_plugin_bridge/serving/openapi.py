@@ -11,11 +11,21 @@ from es_plugin_bridge.serving.schemas import (
     EmbedRequest,
     EmbedResponse,
     ErrorResponse,
+    RerankParams,
     RerankRequest,
     RerankResponse,
 )
 
 _REF = "#/components/schemas/{model}"
+LINEAR_DESCRIPTION = (
+    "Results are best first, one per document (cut to top_n when sent). By default relevance_score is "
+    "P(relevant) in [0, 1]. `?score=linear[&first_stage=bm25|lmdirichlet]` is for Elasticsearch's "
+    "`linear` retriever (first stage with weight β_first_stage and normalizer minmax, this reranker "
+    "with weight 1 and no normalizer): relevance_score is Σ β_c·(x_c − low_c) over the bow and "
+    "neural similarities (low_c: −1 for cosine and learned-weight BOW, 0 for Manhattan and IDF BOW), "
+    "≥ 0, so Elasticsearch's β_first_stage·minmax(first stage) + score + 1 is the model's fused score "
+    "plus one constant and orders documents exactly as the fused score. It refuses first_stage_scores."
+)
 
 
 def _body(name: str) -> dict[str, Any]:
@@ -31,14 +41,29 @@ def _errors() -> dict[str, Any]:
     }
 
 
+def _query_parameters(model: type[RerankParams]) -> list[dict[str, Any]]:
+    """OpenAPI ``parameters`` (in: query) from a pydantic model of query parameters."""
+    params = []
+    for name, prop in model.model_json_schema()["properties"].items():
+        description = prop.pop("description", "")
+        variants = [v for v in prop.pop("anyOf", []) if v.get("type") != "null"]  # absent, not null
+        if variants:
+            prop.update(variants[0])
+        if prop.get("default") is None:
+            prop.pop("default", None)
+        params.append({"name": name, "in": "query", "required": False, "description": description,
+                       "schema": prop})
+    return params
+
+
 def openapi_document() -> dict[str, Any]:
     """OpenAPI 3.1 document of the sidecar."""
     models = [(m, "validation") for m in (RerankRequest, EmbedRequest)]
     models += [(m, "serialization") for m in (RerankResponse, EmbedResponse, ErrorResponse)]
     _, schemas = models_json_schema(models, ref_template=_REF)
 
-    def post(summary: str, request: str, response: str) -> dict[str, Any]:
-        return {"post": {"summary": summary, "requestBody": {"required": True, **_body(request)},
+    def post(summary: str, request: str, response: str, **extra: Any) -> dict[str, Any]:
+        return {"post": {"summary": summary, **extra, "requestBody": {"required": True, **_body(request)},
                          "responses": {"200": {"description": "OK", **_body(response)}, **_errors()}}}
 
     def get(summary: str) -> dict[str, Any]:
@@ -49,7 +74,9 @@ def openapi_document() -> dict[str, Any]:
         "info": {"title": "esrerank sidecar", "version": __version__},
         "paths": {
             "/v1/rerank": post("Rerank documents for a query (Cohere rerank shape)",
-                               "RerankRequest", "RerankResponse"),
+                               "RerankRequest", "RerankResponse",
+                               description=LINEAR_DESCRIPTION,
+                               parameters=_query_parameters(RerankParams)),
             "/v1/embed": post("Neural vector and weighted-BOW terms of each text", "EmbedRequest",
                               "EmbedResponse"),
             "/healthz": get("Liveness"),

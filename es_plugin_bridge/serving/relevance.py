@@ -36,6 +36,20 @@ def combination_range(weights: Mapping[str, float], ranges: Mapping[str, Range])
     return float(low), float(high)
 
 
+LINEAR_COMPONENTS = ("bow", "neural")
+
+
+def linear_shift(weights: Mapping[str, float], ranges: Mapping[str, Range]) -> float:
+    """The constant that makes the linear score non-negative: ``fused = β_fs·minmax(fs) + linear + shift``.
+
+    ``linear = Σ_c β_c·x_c − shift`` over c in {bow, neural}, and ``shift`` is the lowest value that sum
+    can take (``Σ β_c·low_c`` for β ≥ 0, e.g. −β_neural for a cosine model with IDF bags of words).
+    Elasticsearch's ``linear`` retriever then scores ``β_fs·minmax(fs) + (linear + 1)``, which is
+    ``fused + 1 − shift``: one constant per model and first stage, so the order is exactly ``fused``.
+    """
+    return combination_range({c: weights[c] for c in LINEAR_COMPONENTS}, ranges)[0]
+
+
 def to_unit(scores: np.ndarray, bounds: Range) -> np.ndarray:
     """Affine map of ``bounds`` onto [0, 1] (clipped against float rounding at the ends)."""
     low, high = bounds

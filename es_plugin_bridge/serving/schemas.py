@@ -10,14 +10,25 @@ send by habit (``model``, ``rank_fields``, ``max_chunks_per_doc``), which are ac
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, ValidationError, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    Strict,
+    ValidationError,
+    WithJsonSchema,
+    field_validator,
+)
 
 from es_plugin_bridge.data.readers._common import question_from_text, question_id
 from es_plugin_bridge.data.types import Question
 
 MAX_TEXT_CHARS = 100_000
+#: What the spec says of every text the server requires to be non-blank (the validators enforce it).
+NOT_BLANK = {"pattern": r"\S", "minLength": 1, "maxLength": MAX_TEXT_CHARS}
 
 
 class DocumentIn(BaseModel):
@@ -26,7 +37,8 @@ class DocumentIn(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     id: str | None = None
-    title: str = Field(max_length=MAX_TEXT_CHARS)
+    title: str = Field(max_length=MAX_TEXT_CHARS, json_schema_extra={"pattern": r"\S", "minLength": 1},
+                       description="not blank")
     body: str = Field(default="", max_length=MAX_TEXT_CHARS)
 
     @field_validator("title")
@@ -54,7 +66,8 @@ def _check_text(value: Any) -> Any:
 
 
 #: A question: a string (title, optionally followed by its HTML body) or its parts.
-Text = Annotated[str | DocumentIn, AfterValidator(_check_text)]
+Text = Annotated[Annotated[str, WithJsonSchema({"type": "string", **NOT_BLANK})] | DocumentIn,
+                 AfterValidator(_check_text)]
 
 
 class RerankRequest(BaseModel):
@@ -85,6 +98,24 @@ class RerankRequest(BaseModel):
         return value
 
 
+class RerankParams(BaseModel):
+    """Query parameters of ``POST /v1/rerank`` (Elasticsearch's request template is fixed JSON, so the
+    scoring variant is chosen in the URL: ``/v1/rerank?score=linear&first_stage=bm25``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    score: Literal["probability", "linear"] = Field(
+        default="probability",
+        description="probability: P(relevant) in [0, 1] (the default). linear: for Elasticsearch's "
+                    "`linear` retriever, the score's linear rest Σ β_c·(x_c − low_c) over c in {bow, "
+                    "neural}, ≥ 0, so that β_first_stage·minmax(first stage) + score equals the fused "
+                    "score plus one constant per model and first stage; no first_stage_scores.",
+    )
+    first_stage: str | None = Field(
+        default=None, description="whose β to use (bm25, lmdirichlet, given); default: the model's"
+    )
+
+
 class EmbedRequest(BaseModel):
     """``POST /v1/embed``."""
 
@@ -96,7 +127,9 @@ class EmbedRequest(BaseModel):
 
 class RerankResult(BaseModel):
     index: int = Field(description="position of the document in the request")
-    relevance_score: float = Field(ge=0.0, le=1.0)
+    relevance_score: float = Field(
+        ge=0.0, description="P(relevant) in [0, 1]; with score=linear the linear fused score, >= 0"
+    )
     document: dict[str, Any] | None = None
     explain: dict[str, float] | None = None
 

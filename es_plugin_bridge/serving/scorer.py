@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from es_plugin_bridge.core.manifest import MANIFEST
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.serving.model_dir import COMPONENTS, BagOfWords, ModelDirectory
-from exporters.manifest import MANIFEST
 
 
 def is_exported(directory: Path) -> bool:

@@ -5,23 +5,33 @@ Kept out of the Flask app so the bridge (and tests) can call it in process with 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
+from es_plugin_bridge.core.calibration import apply_platt
+from es_plugin_bridge.core.fusion import minmax
+from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.serving.model_dir import ModelDirectory
-from es_plugin_bridge.serving.relevance import combination_range, component_ranges, to_unit
+from es_plugin_bridge.serving.relevance import (
+    LINEAR_COMPONENTS,
+    combination_range,
+    component_ranges,
+    linear_shift,
+    to_unit,
+)
 from es_plugin_bridge.serving.schemas import (
     DocumentIn,
     Embedding,
     EmbedRequest,
     EmbedResponse,
+    RerankParams,
     RerankRequest,
     RerankResponse,
     RerankResult,
     to_question,
 )
-from es_plugin_bridge.training.calibration import apply_platt
-from es_plugin_bridge.training.fusion import minmax
 
 
 class RequestError(UserError):
@@ -39,7 +49,7 @@ class Service:
         self.model = model
         self.name = name or f"{model.model_type}:{model.path.name}"
         self.max_documents = max_documents
-        ranges = component_ranges(model.similarity, model.config.bow_weights)
+        self.ranges = ranges = component_ranges(model.similarity, model.config.bow_weights)
         beta = model.config.beta.model
         own = {"bow": beta[0], "neural": beta[1]} if beta is not None else {"neural": 1.0}
         # Range of each score the sidecar can answer with ("model", or a first stage's fusion).
@@ -51,40 +61,95 @@ class Service:
         platt = self.model.config.beta.calibration.get(key)
         return apply_platt(raw, platt) if platt is not None else to_unit(raw, self.bounds[key])
 
-    def _stage(self, req: RerankRequest) -> str | None:
+    def _first_stage(self, req: RerankRequest, params: RerankParams) -> str | None:
+        """The first stage asked for, in the body or the URL (which must agree when both say)."""
+        if params.first_stage is not None and req.first_stage not in (None, params.first_stage):
+            raise RequestError("first_stage", f"the body says {req.first_stage!r}, the URL "
+                                              f"{params.first_stage!r}")
+        return params.first_stage or req.first_stage
+
+    def _fusion_stage(self, name: str | None) -> str:
+        try:
+            return self.model.fusion_stage(name)
+        except UserError as exc:
+            raise RequestError("first_stage", str(exc)) from None
+
+    def _stage(self, req: RerankRequest, first_stage: str | None) -> str | None:
         """The first stage whose β fuse the scores, or None for the model's own score."""
         scores = req.first_stage_scores
         if scores is None:
-            if req.first_stage is not None:
-                raise RequestError("first_stage", "first_stage needs first_stage_scores")
+            if first_stage is not None:
+                raise RequestError("first_stage", "first_stage needs first_stage_scores (or score=linear)")
             return None
         if len(scores) != len(req.documents):
             message = f"{len(scores)} scores for {len(req.documents)} documents"
             raise RequestError("first_stage_scores", message)
-        try:
-            return self.model.fusion_stage(req.first_stage)
-        except UserError as exc:
-            raise RequestError("first_stage", str(exc)) from None
+        return self._fusion_stage(first_stage)
 
     def _check_size(self, field: str, n: int) -> None:
         if n > self.max_documents:
             raise RequestError(field, f"{n} items; this server takes at most {self.max_documents} a request")
 
-    def rerank(self, req: RerankRequest) -> RerankResponse:
+    def linear_shift(self, first_stage: str | None = None) -> float:
+        """The constant ``fused − (β_fs·minmax(first stage) + linear score)`` for ``first_stage``'s β.
+
+        Elasticsearch's ``linear`` retriever (weight β_fs with ``minmax`` on the first stage, weight 1
+        with no normaliser on the reranker) scores ``fused + 1 − linear_shift``.
+        """
+        return linear_shift(self.model.fusion[self._fusion_stage(first_stage)], self.ranges)
+
+    def linear_weight(self, first_stage: str | None = None) -> float:
+        """β_fs of ``first_stage``: the weight the ``linear`` retriever gives the min-maxed first stage."""
+        return float(self.model.fusion[self._fusion_stage(first_stage)]["first_stage"])
+
+    def _linear(self, parts: dict[str, np.ndarray], stage: str) -> np.ndarray:
+        weights = self.model.fusion[stage]
+        raw = sum(weights[c] * parts[c] for c in LINEAR_COMPONENTS) - linear_shift(weights, self.ranges)
+        return np.maximum(raw, 0.0)  # only float rounding can take it below 0
+
+    def linear_scores(self, query: Question | str, documents: Sequence[Question | str],
+                      first_stage: str | None = None) -> np.ndarray:
+        """Elasticsearch's ``linear`` retriever score of each document, in request order (≥ 0).
+
+        ``Σ β_c·(x_c − low_c)`` over c in {bow, neural} with ``first_stage``'s β (default: the model's)
+        and ``low_c`` the component's lower bound, so ``β_fs·minmax(first stage) + score`` is the fused
+        score minus :meth:`linear_shift`: the same order as ``fused``.
+        """
+        stage = self._fusion_stage(first_stage)
+        self._check_size("documents", len(documents))
+        q = query if isinstance(query, Question) else to_question(query)
+        docs = [d if isinstance(d, Question) else to_question(d) for d in documents]
+        return self._linear(self.model.rerank(q, docs), stage)
+
+    def rerank(self, req: RerankRequest, params: RerankParams | None = None) -> RerankResponse:
         """Score every document for the query; results best first, cut to ``top_n``.
 
         With ``first_stage_scores`` the score is the β fusion learned for ``first_stage`` (default:
         the model's); without, the model's own score. Either becomes P(relevant) by the Platt curve
         fit on dev at training time, or, for a model without one, is mapped onto [0, 1] by its
-        bounds; both keep the order.
+        bounds; both keep the order. With ``score=linear`` (``params``) the score is
+        :meth:`linear_scores` instead, for Elasticsearch's ``linear`` retriever.
         """
+        params = params or RerankParams()
         self._check_size("documents", len(req.documents))
-        stage = self._stage(req)
+        first_stage = self._first_stage(req, params)
         scores_in = req.first_stage_scores
+        linear = params.score == "linear"
+        if linear:
+            if scores_in is not None:
+                raise RequestError("first_stage_scores", "score=linear takes no first_stage_scores "
+                                                         "(Elasticsearch adds β·minmax(first stage) itself)")
+            stage: str | None = self._fusion_stage(first_stage)
+        else:
+            stage = self._stage(req, first_stage)
         parts = self.model.rerank(to_question(req.query), [to_question(d) for d in req.documents],
                                   scores_in, stage)
-        raw = parts["fused"] if stage is not None else parts["model"]
-        relevance = self.relevance(stage or "model", raw)
+        if linear:
+            assert stage is not None
+            raw = relevance = self._linear(parts, stage)
+        else:
+            raw = parts["fused"] if stage is not None else parts["model"]
+            relevance = self.relevance(stage or "model", raw)
         # Sorted by the raw score: a saturated probability (0 or 1) must not reorder documents.
         order = np.argsort(-raw, kind="stable")[: req.top_n]
         normalised = minmax(np.asarray(scores_in)) if req.explain and scores_in is not None else None
@@ -96,6 +161,8 @@ class Service:
                 result.document = doc.model_dump() if isinstance(doc, DocumentIn) else {"text": doc}
             if req.explain:
                 result.explain = {name: float(parts[name][i]) for name in ("neural", "bow", "model")}
+                if linear:
+                    result.explain["linear"] = float(raw[i])
                 if scores_in is not None and normalised is not None:
                     result.explain.update(first_stage=float(scores_in[i]),
                                           first_stage_normalised=float(normalised[i]),

@@ -12,7 +12,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-Platt = tuple[float, float]
+from es_plugin_bridge.core.calibration import Platt, apply_platt
+
+__all__ = ["Platt", "apply_platt", "fit_platt"]
 
 
 def fit_platt(scores: Sequence[np.ndarray], labels: Sequence[Sequence[int]]) -> Platt | None:
@@ -27,10 +29,3 @@ def fit_platt(scores: Sequence[np.ndarray], labels: Sequence[Sequence[int]]) -> 
     fit = LogisticRegression(C=1e4, max_iter=1000).fit(x.reshape(-1, 1), y)
     a, b = float(fit.coef_[0, 0]), float(fit.intercept_[0])
     return (a, b) if a > 0 else None
-
-
-def apply_platt(scores: np.ndarray, platt: Platt) -> np.ndarray:
-    """σ(a·score + b), computed without overflow."""
-    a, b = platt
-    z = a * np.asarray(scores, dtype=np.float64) + b
-    return np.exp(-np.logaddexp(0.0, -z))

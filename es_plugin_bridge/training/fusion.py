@@ -5,6 +5,7 @@ min-max normalised within each query's candidates (BM25 scores are unbounded and
 varies by query); BOW and neural scores are similarities already on a fixed scale. The β are
 found by an exhaustive search on the simplex (step 0.05) maximising dev MAP — three weights are
 few enough to search exactly, and MAP is what the product is judged on, so no surrogate loss.
+Applying the β (``minmax``, ``fuse``) is the scoring core's (``es_plugin_bridge.core.fusion``).
 """
 
 from __future__ import annotations
@@ -14,24 +15,10 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from es_plugin_bridge.core.fusion import FEATURES, fuse, minmax
 from es_plugin_bridge.evaluation.metrics import RERANK_MEASURES, Judged, aggregate, per_query, rank_order
 
-FEATURES = ("first_stage", "bow", "neural")
-
-
-def minmax(scores: np.ndarray) -> np.ndarray:
-    """Scale to [0, 1] within one query; a constant vector maps to zeros."""
-    scores = np.asarray(scores, dtype=np.float64)
-    if scores.size == 0:
-        return scores
-    low, high = float(scores.min()), float(scores.max())
-    return (scores - low) / (high - low) if high > low else np.zeros_like(scores)
-
-
-def fuse(features: Mapping[str, np.ndarray], weights: Mapping[str, float]) -> np.ndarray:
-    """The fused score of one query's candidates; ``features`` holds raw first-stage scores."""
-    total = weights["first_stage"] * minmax(features["first_stage"])
-    return total + weights["bow"] * features["bow"] + weights["neural"] * features["neural"]
+__all__ = ["FEATURES", "fast_mean_ap", "fit_weights", "fuse", "mean_ap", "minmax"]
 
 
 def mean_ap(per_query_scores: Sequence[np.ndarray], labels: Sequence[Sequence[int]]) -> float:

@@ -1,0 +1,174 @@
+"""The sidecar's HTTP server: waitress, hardened for a service on the query path of every search.
+
+waitress receives and buffers a whole request on its event loop before a worker thread sees it. Left
+at its defaults that lets a client (1) send up to 1 GB that is spooled to disk before the app can
+check the token, (2) hold one of only 100 connections for as long as it keeps trickling bytes, and
+(3) get plain-text 400/413/431 answers. Here:
+
+- the bearer token is checked as soon as the headers are in, before any of the body is read: a request
+  without it is answered 401 and its connection closed;
+- the body is capped (``max_body_bytes``, 32 MB by default) from its ``Content-Length``, before it is
+  received;
+- a request must arrive whole within ``request_timeout`` seconds of its first byte, whatever its pace
+  (slowloris), and an idle keep-alive connection is closed after ``idle_timeout``; the connection
+  limit is ``max_connections`` (waitress: 100), on poll() so it is not bound by select()'s 1024 fds;
+- every answer the server makes itself (400, 401, 408-close, 413, 431, 500) is JSON ``{"error": ...}``.
+
+Beyond these bounds (thousands of slow connections from many addresses), put a reverse proxy that
+buffers requests (nginx, Envoy) in front, as for any Python WSGI server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from waitress.adjustments import Adjustments
+from waitress.channel import HTTPChannel
+from waitress.parser import HTTPRequestParser
+from waitress.server import BaseWSGIServer, MultiSocketServer, TcpWSGIServer
+from waitress.task import ErrorTask, ThreadedTaskDispatcher
+from waitress.utilities import Error
+
+from es_plugin_bridge.errors import UserError
+
+OPEN_PATHS = frozenset({"/healthz", "/readyz"})
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one client may cost the server; the defaults are what ``esrerank serve`` uses."""
+
+    max_body_bytes: int = 32 * 1024 * 1024
+    max_header_bytes: int = 64 * 1024
+    request_timeout: float = 10.0  # from a request's first byte to its last
+    idle_timeout: float = 60.0  # keep-alive connection with no request under way
+    max_connections: int = 500
+
+
+class Unauthorized(Error):
+    code = 401
+    reason = "Unauthorized"
+
+
+class _JsonErrorTask(ErrorTask):
+    """waitress's own error answers, as JSON like every other answer of the sidecar."""
+
+    def execute(self) -> None:
+        error = self.request.error
+        body = json.dumps({"error": f"{error.reason}: {error.body}"}).encode()
+        self.status = f"{error.code} {error.reason}"
+        self.response_headers.append(("Content-Type", "application/json"))
+        if isinstance(error, Unauthorized):
+            self.response_headers.append(("WWW-Authenticate", "Bearer"))
+        self.set_close_on_finish()
+        self.content_length = len(body)
+        self.write(body)
+
+
+class _GuardedParser(HTTPRequestParser):
+    """A request parser that refuses an unauthenticated request once its headers are in."""
+
+    expected: bytes | None = None  # b"Bearer <token>", set per server
+    started: float
+    checked = False
+
+    def __init__(self, adj: Adjustments) -> None:
+        super().__init__(adj)
+        self.started = time.monotonic()
+
+    def received(self, data: bytes) -> int:
+        consumed = super().received(data)
+        if self.headers_finished and not self.checked:
+            self.checked = True
+            if self.error is None and self.expected is not None and self.path not in OPEN_PATHS:
+                given = self.headers.get("AUTHORIZATION", "").encode("latin-1", "replace")
+                if not hmac.compare_digest(given, self.expected):
+                    self.error = Unauthorized("missing or wrong bearer token")
+                    self.completed = True  # the body is never read: the connection closes after the 401
+        return consumed
+
+
+class _Channel(HTTPChannel):
+    error_task_class = _JsonErrorTask
+
+
+class _Server(TcpWSGIServer):
+    request_timeout = 10.0
+
+    def maintenance(self, now: float) -> None:
+        """Close idle connections (waitress) and those whose request is not in after request_timeout."""
+        super().maintenance(now)
+        deadline = time.monotonic() - self.request_timeout
+        for channel in list(self.active_channels.values()):
+            partial = channel.request
+            if partial is not None and not partial.completed and partial.started < deadline:
+                channel.will_close = True
+
+
+class Server:
+    """One listening sidecar; :meth:`run` serves until :meth:`close` (or Ctrl-C)."""
+
+    def __init__(self, app: Callable[..., Any], *, host: str = "127.0.0.1", port: int = 8080,
+                 threads: int = 4, token: str | None = None, limits: Limits | None = None) -> None:
+        """Bind (UserError in one line if the address is invalid or in use) but serve nothing yet."""
+        limits = limits or Limits()
+        parser = type("Parser", (_GuardedParser,),
+                      {"expected": f"Bearer {token}".encode("latin-1") if token else None})
+        channel = type("Channel", (_Channel,), {"parser_class": parser})
+        server_class = type("Server", (_Server,), {"channel_class": channel,
+                                                    "request_timeout": limits.request_timeout})
+        try:
+            adj = Adjustments(
+                host=host, port=port, threads=threads, ident="esrerank",
+                max_request_body_size=limits.max_body_bytes,
+                max_request_header_size=limits.max_header_bytes,
+                channel_timeout=limits.idle_timeout, cleanup_interval=max(0.25, limits.request_timeout / 4),
+                connection_limit=limits.max_connections, asyncore_use_poll=True,
+            )
+        except (OSError, ValueError) as exc:  # getaddrinfo: an address that does not resolve
+            raise UserError(f"cannot listen on {host}:{port}: {exc}") from None
+        self._map: dict[int, Any] = {}
+        self.dispatcher = ThreadedTaskDispatcher()
+        self.servers: list[BaseWSGIServer] = []
+        try:
+            for sockinfo in adj.listen:
+                self.servers.append(server_class(app, self._map, dispatcher=self.dispatcher, adj=adj,
+                                                 sockinfo=sockinfo))
+        except OSError as exc:
+            self._close_sockets()
+            raise UserError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        self.dispatcher.set_thread_count(threads)
+        self.adj = adj
+        first = self.servers[0]
+        self.host, self.port = first.effective_host, int(first.effective_port)
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    def run(self) -> None:
+        if len(self.servers) == 1:
+            self.servers[0].run()
+        else:
+            listening = [(s.effective_host, s.effective_port) for s in self.servers]
+            MultiSocketServer(self._map, self.adj, listening, self.dispatcher).run()
+
+    def _close_sockets(self) -> None:
+        for server in self.servers:
+            server.close()
+        for channel in list(self._map.values()):
+            with contextlib.suppress(OSError):
+                channel.close()
+
+    def close(self) -> None:
+        """Stop accepting, close every connection and stop the worker threads."""
+        self.dispatcher.shutdown(timeout=5)
+        self._close_sockets()
+
