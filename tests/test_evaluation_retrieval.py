@@ -72,3 +72,41 @@ def test_no_duplicate_pairs_is_an_error():
     tokens = TokenCache(Preprocessor(TextOptions()))
     with pytest.raises(UserError, match="no duplicate pair"):
         evaluate_retrieval([Question("a", "x")], [], ["bm25"], tokens, show_progress=False)
+
+
+def test_cluster_counts_more_hits_than_pair_on_the_same_queries(small):
+    """Real titles: the canonical q1 of many pairs is a known duplicate the pair protocol calls a miss."""
+    from es_plugin_bridge.evaluation.retrieval import RetrievalProtocol, protocol_queries
+
+    tokens = TokenCache(Preprocessor(TextOptions()))
+    documents = list(small.questions.values())
+    results = {}
+    for relevant in ("pair", "cluster"):
+        protocol = RetrievalProtocol(relevant, "q2")
+        queries, _ = protocol_queries(small.pairs, [small.pairs], protocol, max_queries=400)
+        results[relevant] = evaluate_retrieval(documents, queries, ["bm25"], tokens, show_progress=False,
+                                               protocol=protocol)
+        assert results[relevant].as_json()["protocol"]["relevant"] == relevant
+    pair, cluster = (results[r].rankers["bm25"] for r in ("pair", "cluster"))
+    assert [r["query_id"] for r in pair.per_query] == [r["query_id"] for r in cluster.per_query]
+    assert [r["top_ids"] for r in pair.per_query] == [r["top_ids"] for r in cluster.per_query]
+    for p, c in zip(pair.per_query, cluster.per_query, strict=True):
+        assert c["n_relevant"] >= p["n_relevant"] == 1
+        assert p["relevant_id"] in (c.get("relevant_ids") or [c["relevant_id"]])
+        if p["rank_first_relevant"] is not None:
+            assert c["rank_first_relevant"] <= p["rank_first_relevant"]
+    for metric in ("acc@1", "acc@10", "mrr@10"):
+        assert cluster.metrics[metric] >= pair.metrics[metric]
+    assert cluster.metrics["acc@1"] > pair.metrics["acc@1"] + 0.02
+    assert results["cluster"].as_json()["protocol"]["mean_relevant"] > 1.5
+
+
+def test_q2_direction_searches_with_the_second_question_and_holds_out_the_same_pairs(small):
+    forward, skipped = duplicate_queries(small.pairs)
+    backward, skipped_too = duplicate_queries(small.pairs, "q2")
+    assert skipped == skipped_too and len(forward) == len(backward)
+    for f, b in zip(forward, backward, strict=True):
+        assert (f.id, f.query, f.relevant) == (b.id, b.relevant, b.query)
+    assert {q.id for q in held_out(forward, 50)} == {q.id for q in held_out(backward, 50)}
+    # The papers' AskUbuntu pairs put the canonical question first: fewer distinct q1 than q2.
+    assert len({q.query.id for q in forward}) < 0.8 * len({q.query.id for q in backward})

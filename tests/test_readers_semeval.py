@@ -200,3 +200,83 @@ def test_xml_without_org_questions_is_not_semeval(tmp_path: Path) -> None:
     path.write_text('<posts><row Id="1" PostTypeId="1"/></posts>')
     with pytest.raises(DataFormatError, match="no <OrgQuestion> element"):
         read_semeval(path)
+
+
+ORG_TEXT = re.compile(r'<OrgQuestion ORGQ_ID="([^"]+)">(\s*<OrgQSubject>)(.*?)'
+                      r"(</OrgQSubject>\s*<OrgQBody>)(.*?)(</OrgQBody>)", re.DOTALL)
+
+
+def dev_with_stray_quotes(path: Path, changed: dict[str, set[int]]) -> Path:
+    """The shipped dev file with a stray '"' in the subject and body of some repeats of an original
+    question, as in the official 2016 test file. ``changed``: ORGQ_ID → which of its repeats (0-based)."""
+    seen: Counter[str] = Counter()
+
+    def edit(match: re.Match[str]) -> str:
+        org_id, open_subject, subject, between, body, close = match.groups()
+        nth = seen[org_id]
+        seen[org_id] += 1
+        if nth not in changed.get(org_id, set()):
+            return match.group(0)
+        return f'<OrgQuestion ORGQ_ID="{org_id}">{open_subject}{subject}"{between}"{body}{close}'
+
+    text, n = ORG_TEXT.subn(edit, SEMEVAL_DEV.read_text(encoding="utf-8"))
+    assert n == 500 and all(seen[org_id] > max(repeats) for org_id, repeats in changed.items())
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def semeval_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records
+            if r.name == "es_plugin_bridge.data.readers.semeval" and r.levelname == "WARNING"]
+
+
+def test_repeats_with_a_stray_quote_keep_the_first_text_and_warn_once(
+    tmp_path: Path, dev: Dataset, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = dev_with_stray_quotes(tmp_path / "quoted.xml", {"Q268": {3}, "Q270": {1, 9}})
+    with caplog.at_level("WARNING"):
+        dataset = read_semeval(path)
+    # Everything is read as from the clean file: the repeats are the same question, first text kept.
+    assert dataset.queries == dev.queries
+    assert dataset.questions == dev.questions
+    assert dataset.questions["Q268"].title == "Good Bank"
+    (message,) = semeval_warnings(caplog)
+    assert "3 repeated <OrgQuestion> have a different text" in message
+    assert "(Q268, Q270)" in message and str(path) in message
+
+
+def test_the_first_text_of_a_repeated_question_is_the_one_kept(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = dev_with_stray_quotes(tmp_path / "quoted.xml", {"Q268": {0}})
+    with caplog.at_level("WARNING"):
+        dataset = read_semeval(path)
+    query = next(query for query in dataset.queries if query.query.id == "Q268")
+    assert (query.query.title, query.query.body) == (
+        'Good Bank"', '"Which is a good bank as per your experience in Doha')
+    assert len(query.candidates) == 10
+    # The nine later repeats all differ from the (stray) first text, and one warning says so.
+    (message,) = semeval_warnings(caplog)
+    assert "9 repeated <OrgQuestion> have a different text" in message
+
+
+def test_clean_file_reads_without_warning(dev: Dataset, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("WARNING"):
+        read_semeval(SEMEVAL_DEV)
+    assert semeval_warnings(caplog) == []
+
+
+def test_a_thread_with_two_ids_stays_an_error(tmp_path: Path) -> None:
+    text = SEMEVAL_DEV.read_text(encoding="utf-8")
+    assert text.count('<Thread THREAD_SEQUENCE="Q268_R5"') == 1
+    path = tmp_path / "two-ids.xml"
+    path.write_text(text.replace('<Thread THREAD_SEQUENCE="Q268_R5"', '<Thread THREAD_SEQUENCE="Q268_R6"'),
+                    encoding="utf-8")
+    line = text[: text.index('<Thread THREAD_SEQUENCE="Q268_R5"')].count("\n") + 1
+    with pytest.raises(DataFormatError, match="two ids for one thread") as caught:
+        read_semeval(path)
+    assert caught.value.where == str(line)
+    assert "'Q268_R6'" in caught.value.problem and "'Q268_R5'" in caught.value.problem
+    dataset = read_semeval(path, skip_bad=True)
+    assert dataset.skipped == 1
+    assert sum(len(query.candidates) for query in dataset.queries) == 499

@@ -68,7 +68,7 @@ def _require(task: str, given: dict[str, object], needed: Sequence[str], allowed
 @click.option("--dev", "dev_spec", metavar="SPEC", help="classify: pairs that choose the threshold.")
 @click.option("--rankers", "rankers_text", metavar="NAMES",
               help="Comma-separated: given, bm25, lmdirichlet, lmjelinekmercer, dfr, ib, tfidf, model, "
-                   "fused.")
+                   "fused, dense, hybrid, hybrid-rrf.")
 @click.option("--model", "model_dir", type=click.Path(path_type=Path),
               help="Model directory (model, fused): a training checkpoint or an export-onnx directory.")
 @click.option("--json", "json_path", type=click.Path(path_type=Path, dir_okay=False),
@@ -81,6 +81,12 @@ def _require(task: str, given: dict[str, object], needed: Sequence[str], allowed
 @click.option("--drop-no-relevant", is_flag=True, help="rerank: drop queries without a relevant candidate.")
 @click.option("--max-queries", type=click.IntRange(min=1),
               help="retrieval: evaluate a deterministic subset of N queries.")
+@click.option("--relevant", type=click.Choice(["pair", "cluster"]),
+              help="retrieval: what counts as relevant: the pair's other question (pair, the default) "
+                   "or every question linked to the query by known duplicate pairs of the given files "
+                   "(cluster).")
+@click.option("--queries-from", type=click.Choice(["q1", "q2"]),
+              help="retrieval: which question of each duplicate pair searches (default q1).")
 @click.option("--param", "params", metavar="RANKER.NAME=VALUE", multiple=True, help="e.g. bm25.k1=1.2")
 @click.option("--body-words", type=click.IntRange(min=0), help="Cut bodies at N words (default 100).")
 @title_only_option
@@ -99,7 +105,8 @@ def _require(task: str, given: dict[str, object], needed: Sequence[str], allowed
 def evaluate(task: str, data_spec: str | None, queries_spec: str | None, corpus_specs: tuple[str, ...],
              dev_spec: str | None, rankers_text: str | None, model_dir: Path | None, json_path: Path | None,
              per_query_path: Path | None, plot_path: Path | None, report_dir: Path | None,
-             drop_no_relevant: bool, max_queries: int | None, params: tuple[str, ...], body_words: int | None,
+             drop_no_relevant: bool, max_queries: int | None, relevant: str | None, queries_from: str | None,
+             params: tuple[str, ...], body_words: int | None,
              title_only: bool, skip_bad: bool, no_progress: bool, explain: bool, engine: str,
              fused_first_stage: str | None, setup: Any = None, **connection: Any) -> None:
     """Evaluate rankers on a task; print a table and write JSON, per-query JSONL and a plot."""
@@ -108,10 +115,11 @@ def evaluate(task: str, data_spec: str | None, queries_spec: str | None, corpus_
     from es_plugin_bridge.evaluation import report
 
     given = {"--data": data_spec, "--queries": queries_spec, "--corpus": corpus_specs, "--dev": dev_spec,
-             "--drop-no-relevant": drop_no_relevant, "--max-queries": max_queries}
+             "--drop-no-relevant": drop_no_relevant, "--max-queries": max_queries, "--relevant": relevant,
+             "--queries-from": queries_from}
     needed = {"rerank": ["--data"], "retrieval": ["--queries"], "classify": ["--data", "--dev"]}[task]
     allowed = {"rerank": ["--data", "--drop-no-relevant"],
-               "retrieval": ["--queries", "--corpus", "--max-queries"],
+               "retrieval": ["--queries", "--corpus", "--max-queries", "--relevant", "--queries-from"],
                "classify": ["--data", "--dev"]}[task]
     _require(task, given, needed, allowed)
     if explain and (task != "rerank" or model_dir is None):
@@ -144,6 +152,7 @@ def evaluate(task: str, data_spec: str | None, queries_spec: str | None, corpus_
         result = run_task(task, names, data_spec=data_spec, queries_spec=queries_spec,
                           corpus_specs=corpus_specs, dev_spec=dev_spec, model_dir=model_dir, params=parsed,
                           drop_no_relevant=drop_no_relevant, max_queries=max_queries, body_words=body_words,
+                          relevant=relevant or "pair", queries_from=queries_from or "q1",
                           title_only=title_only, skip_bad=skip_bad, show_progress=not no_progress,
                           explain=explain, engine_factory=engine_factory,
                           context_options={"fused_first_stage": fused_first_stage, **extra})
@@ -155,24 +164,27 @@ def evaluate(task: str, data_spec: str | None, queries_spec: str | None, corpus_
         from es_plugin_bridge.evaluation.explain import print_explain
 
         print_explain(result.explain, console)
-    # Every result, the explanation included, is computed above: a failure leaves no partial output.
-    written = []
-    if json_path is not None:
-        written.append(report.write_json(result, json_path))
-        per_query_path = per_query_path or report.per_query_path(json_path)
-    if per_query_path is not None:
-        written.append(report.write_per_query(result, per_query_path))
-    if plot_path is not None:
-        written.append(report.write_plot(result, plot_path))
-    if report_dir is not None:
-        from es_plugin_bridge.evaluation.compare import write_report
+    # Every result, the explanation included, is computed above: a failure leaves no partial output,
+    # and the files appear together or not at all (an unwritable --plot leaves no JSON behind).
+    with report.all_or_none():
+        written = []
+        if json_path is not None:
+            written.append(report.write_json(result, json_path))
+            per_query_path = per_query_path or report.per_query_path(json_path)
+        if per_query_path is not None:
+            written.append(report.write_per_query(result, per_query_path))
+        if plot_path is not None:
+            written.append(report.write_plot(result, plot_path))
+        if report_dir is not None:
+            from es_plugin_bridge.evaluation.compare import write_report
 
-        written.extend(write_report(result, report_dir))
-    if explain:
-        from es_plugin_bridge.evaluation.explain import write_explain
+            written.extend(write_report(result, report_dir))
+        if explain:
+            from es_plugin_bridge.evaluation.explain import write_explain
 
-        assert json_path is not None
-        written.append(write_explain(result.explain, json_path.with_name(json_path.stem + ".explain.jsonl")))
+            assert json_path is not None
+            explain_path = json_path.with_name(json_path.stem + ".explain.jsonl")
+            written.append(write_explain(result.explain, explain_path))
     for path in written:
         console.print(f"wrote {path}", soft_wrap=True, highlight=False)
 
@@ -181,6 +193,7 @@ def run_task(task: str, names: Sequence[str], *, data_spec: str | None = None,
              queries_spec: str | None = None, corpus_specs: Sequence[str] = (), dev_spec: str | None = None,
              model_dir: Path | None = None, params: dict[str, dict[str, float]] | None = None,
              drop_no_relevant: bool = False, max_queries: int | None = None, body_words: int | None = None,
+             relevant: str = "pair", queries_from: str = "q1",
              title_only: bool = False, skip_bad: bool = False, show_progress: bool = True,
              explain: bool = False, engine_factory: Callable[[Any], Any] | None = None,
              context_options: dict[str, Any] | None = None) -> TaskResult:
@@ -191,7 +204,7 @@ def run_task(task: str, names: Sequence[str], *, data_spec: str | None = None,
     ``context_options`` are more ``RankerContext`` fields (e.g. ``fused_first_stage``, ``overrides``)."""
     from es_plugin_bridge.data.spec import read_spec
     from es_plugin_bridge.evaluation import evaluate_classify, evaluate_rerank, evaluate_retrieval
-    from es_plugin_bridge.evaluation.retrieval import duplicate_queries, held_out
+    from es_plugin_bridge.evaluation.retrieval import RetrievalProtocol, protocol_queries
     from es_plugin_bridge.rankers import TokenCache
     from es_plugin_bridge.text import Preprocessor, TextOptions
 
@@ -221,17 +234,14 @@ def run_task(task: str, names: Sequence[str], *, data_spec: str | None = None,
                                  explain=explain, **common)
     elif task == "retrieval":
         queries_data = read(queries_spec)
-        queries, skipped = duplicate_queries(queries_data.pairs)
-        if skipped:
-            notes.append(f"{queries_spec}: skipped {skipped} duplicate pairs whose two questions are the "
-                         "same text (the query itself is excluded, so they cannot be found)")
-        if max_queries is not None and max_queries < len(queries):
-            notes.append(f"kept a deterministic subset of {max_queries} of {len(queries)} queries "
-                         "(--max-queries)")
-            queries = held_out(queries, max_queries)
+        protocol = RetrievalProtocol(relevant=relevant, queries_from=queries_from)
+        links = [queries_data.pairs] + [read(spec).pairs for spec in corpus_specs]
+        queries, protocol_notes = protocol_queries(queries_data.pairs, links, protocol,
+                                                   max_queries=max_queries, source=queries_spec)
+        notes.extend(protocol_notes)
         documents = [q for spec in corpus_specs for q in read(spec).questions.values()]
         documents += list(queries_data.questions.values())
-        result = evaluate_retrieval(documents, queries, names, tokens, **common)
+        result = evaluate_retrieval(documents, queries, names, tokens, protocol=protocol, **common)
     else:
         result = evaluate_classify(read(data_spec).pairs, read(dev_spec).pairs, names, tokens, **common)
     result.notes[:0] = notes

@@ -7,6 +7,7 @@ an error never leaves a partial file where a previous good one was, or where a r
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
 import os
 import tempfile
@@ -23,15 +24,57 @@ from es_plugin_bridge.evaluation.results import TaskResult
 PER_QUERY_SUFFIX = ".per_query.jsonl"
 
 
+#: Inside :func:`all_or_none`: each file written so far and the previous file it replaced (kept aside).
+_BATCH: contextvars.ContextVar[list[tuple[Path, Path | None]] | None] = contextvars.ContextVar(
+    "batch", default=None)
+
+
+@contextlib.contextmanager
+def all_or_none() -> Iterator[None]:
+    """Every file written atomically inside the block stays only if all of them were written.
+
+    A run that asks for JSON, per-query JSONL and a plot and cannot write the plot leaves none of them:
+    the files already written are removed and any previous version of them is put back.
+    """
+    batch: list[tuple[Path, Path | None]] = []
+    token = _BATCH.set(batch)
+    try:
+        yield
+    except BaseException:
+        for path, previous in reversed(batch):
+            if previous is not None:
+                os.replace(previous, path)
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+        raise
+    finally:
+        _BATCH.reset(token)
+    for _, previous in batch:
+        if previous is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(previous)
+
+
 @contextlib.contextmanager
 def atomic_path(path: Path, suffix: str = "") -> Iterator[Path]:
-    """A temporary path next to ``path``; renamed onto ``path`` only when the block succeeds."""
+    """A temporary path next to ``path``; renamed onto ``path`` only when the block succeeds (inside
+    :func:`all_or_none`, undone again if a later output fails)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix or ".tmp", dir=path.parent)
     os.close(fd)
     try:
         yield Path(tmp)
+        batch = _BATCH.get()
+        if batch is not None:
+            previous = None
+            if path.is_file():
+                fd, kept = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".previous", dir=path.parent)
+                os.close(fd)
+                previous = Path(kept)
+                os.replace(path, previous)
+            batch.append((path, previous))
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

@@ -8,12 +8,19 @@ The same ``OrgQuestion`` repeats once per thread in some files, so threads are g
 Irrelevant 0. The comments (``RelComment/RelCText``) are kept as unlabelled text. The file is
 streamed, one ``OrgQuestion`` at a time.
 
+A repeated ``ORGQ_ID`` is the same question even when its text differs: the official 2016 test file
+has one repeat whose subject and body carry a stray quote character. The first text is kept and
+one warning (logged) counts the differing repeats. Real contradictions stay errors: a ``Thread``
+whose ``THREAD_SEQUENCE`` names another id than its ``RELQ_ID``, a ``RELQ_ID`` listed twice for
+one original question, an id naming two different texts across questions.
+
 With skip_bad, a bad ``Thread`` (or an ``OrgQuestion`` without id) is skipped and counted;
 malformed XML always stops the reader, since no later record can be trusted.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,6 +32,8 @@ from es_plugin_bridge.data.types import Dataset, Question, RankingQuery
 from es_plugin_bridge.errors import DataFormatError
 
 LABELS = {"PerfectMatch": 2, "Relevant": 1, "Irrelevant": 0}
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -41,12 +50,17 @@ def read_semeval(path: Path, *, skip_bad: bool = False) -> Dataset:
     dataset = Dataset(name=path.name)
     bad = BadRecords(path, skip_bad)
     groups: dict[str, _Group] = {}
+    differing: dict[str, int] = {}
     seen = 0
     for element in iter_elements(path, "OrgQuestion"):
         seen += 1
         try:
             query = _org_question(element)
-            group = groups.setdefault(query.id, _Group(add_questions(dataset, query)[0]))
+            group = groups.get(query.id)
+            if group is None:
+                group = groups[query.id] = _Group(add_questions(dataset, query)[0])
+            elif group.query != query:
+                differing[query.id] = differing.get(query.id, 0) + 1
         except RecordError as error:
             bad.report(line_of(element), str(error))
             continue
@@ -57,9 +71,22 @@ def read_semeval(path: Path, *, skip_bad: bool = False) -> Dataset:
                 bad.report(line_of(thread), str(error))
     if seen == 0:
         raise DataFormatError(str(path), "1", "no <OrgQuestion> element: not a SemEval-2016 Task 3 file")
+    if differing:
+        _warn_differing(path, differing)
     dataset.queries = [_ranking_query(group) for group in groups.values() if group.threads]
     dataset.skipped = bad.skipped
     return dataset
+
+
+def _warn_differing(path: Path, differing: dict[str, int]) -> None:
+    """One warning for the whole file: how many repeats differ from their first text, and where."""
+    total = sum(differing.values())
+    shown = ", ".join(list(differing)[:5]) + (", ..." if len(differing) > 5 else "")
+    log.warning(
+        "%s: %d repeated <OrgQuestion> %s a different text than the first with the same ORGQ_ID (%s); "
+        "kept the first text",
+        path, total, "has" if total == 1 else "have", shown,
+    )
 
 
 def _org_question(element: etree._Element) -> Question:
@@ -76,6 +103,12 @@ def _add_thread(dataset: Dataset, group: _Group, thread: etree._Element) -> None
     rel_id = related.get("RELQ_ID")
     if not rel_id:
         raise RecordError("<RelQuestion> has no RELQ_ID")
+    sequence = thread.get("THREAD_SEQUENCE")
+    if sequence and sequence != rel_id:
+        raise RecordError(
+            f"<Thread THREAD_SEQUENCE={sequence!r}> holds <RelQuestion RELQ_ID={rel_id!r}>: "
+            "two ids for one thread"
+        )
     rank_text = related.get("RELQ_RANKING_ORDER", "")
     try:
         rank = int(rank_text)
