@@ -78,7 +78,13 @@ class BridgeSearch:
             query = question_from_text(query)
         t0 = time.perf_counter()
         found = self.first_stage.search(query, max(k, self.window), exclude)
-        timings = {"first_stage": 1000 * (time.perf_counter() - t0)}
+        return self.rerank(query, found, k, {"first_stage": 1000 * (time.perf_counter() - t0)})
+
+    def rerank(self, query: Question, found: Sequence[tuple[str, float]], k: int,
+               timings: dict[str, float] | None = None) -> SearchResult:
+        """Send the first ``window`` of ``found`` (first-stage hits, best first) to the sidecar; the ``k``
+        best, or the first-stage order with the reason when the sidecar is slow or down."""
+        timings = dict(timings or {})
         first = [Hit(self.first_stage.question(i), s, s, rank) for rank, (i, s) in enumerate(found, start=1)]
         if self.sidecar is None or not first:
             return SearchResult(first[:k], reranked=False, fallback_reason=None if first else "no match",

@@ -19,7 +19,8 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from es_plugin_bridge.bridge.sidecar_client import SidecarClient, SidecarUnavailable
+from es_plugin_bridge.bridge.search import BridgeSearch
+from es_plugin_bridge.bridge.sidecar_client import SidecarClient
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.elastic import queries
 from es_plugin_bridge.elastic.connection import call
@@ -184,7 +185,8 @@ class VectorsMode(_Mode):
 
 
 class BridgeMode(_Mode):
-    """The client reranks the first-stage window through ``/v1/rerank`` (first-stage order on failure)."""
+    """The client reranks the first-stage window through ``/v1/rerank`` (first-stage order on failure):
+    ``esrerank search``'s :class:`BridgeSearch` over the Elasticsearch first stage."""
 
     name = "bridge"
 
@@ -203,30 +205,16 @@ class BridgeMode(_Mode):
         exclude: Collection[str] | None = None,
     ) -> ModeResult:
         start = time.perf_counter()
-        if only is not None:
+        if only is not None:  # rerank a given candidate list: every candidate, by first-stage score
             ids = [i for i in dict.fromkeys(only) if not exclude or i not in exclude]
             scores = self.stage.score(query, ids)
-            first = sorted(zip(ids, map(float, scores), strict=True), key=lambda h: -h[1])
+            found = sorted(zip(ids, map(float, scores), strict=True), key=lambda h: -h[1])
         else:
-            first = self.stage.search(query, max(k, self.window), set(exclude or ()))
-        timings = {"first_stage": 1000 * (time.perf_counter() - start)}
-        window = first[: max(k, self.window)]
-        if not window:
-            return ModeResult([], False, "no match", timings)
-        start = time.perf_counter()
-        try:
-            order = self.sidecar.rerank(
-                query,
-                [self.stage.question(i) for i, _ in window],
-                [s for _, s in window],
-                self.stage.similarity,
-            )
-        except SidecarUnavailable as exc:
-            timings["rerank"] = 1000 * (time.perf_counter() - start)
-            return ModeResult(first[:k], False, str(exc), timings)
-        timings["rerank"] = 1000 * (time.perf_counter() - start)
-        hits = [(window[i][0], score) for i, score in order]
-        return ModeResult((hits + first[len(window) :])[:k], True, timings_ms=timings)
+            found = self.stage.search(query, max(k, self.window), set(exclude or ()))
+        bridge = BridgeSearch(self.stage, self.sidecar, window=max(k, self.window))
+        result = bridge.rerank(query, found, k, {"first_stage": 1000 * (time.perf_counter() - start)})
+        hits = [(h.question.id, h.score) for h in result.hits]
+        return ModeResult(hits, result.reranked, result.fallback_reason, result.timings_ms)
 
 
 def make_mode(
