@@ -223,6 +223,11 @@ def test_index_body_shapes_and_similarities_follow_the_embedded_engine():
     conforms(props["bow"], "RankFeaturesProperty")
     assert props["vector"]["dims"] == 64
     assert body["settings"]["number_of_shards"] == 1  # a rescore window is then the global top
+    analysis = body["settings"]["analysis"]
+    tokenizer = analysis["tokenizer"][analysis["analyzer"][mappings.ANALYZER]["tokenizer"]]
+    # whitespace only, and long tokens are not split (the default would split them at 255 characters)
+    assert tokenizer == {"type": "whitespace", "max_token_length": 8191}
+    assert 8191 * 4 <= 32766  # any 8,191-character token fits Lucene's term limit in UTF-8
     assert "vector" not in mappings.index_body()["mappings"]["properties"]
     with pytest.raises(Exception, match="no parameter|unknown"):
         mappings.index_body(params={"tfidf": {"k1": 1.0}})

@@ -24,6 +24,8 @@ from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.engines.similarities import NORMALIZATION_PARAMS, SIMILARITIES, make_similarity
 
 ANALYZER = "esrerank_tokens"
+TOKENIZER = "esrerank_whitespace"
+MAX_TOKEN_CHARS = 8191
 TEXT_FIELD = "text"
 RERANK_FIELD = "rerank_text"
 VECTOR_FIELD = "vector"
@@ -135,7 +137,12 @@ def index_body(
         "settings": {
             "number_of_shards": 1,
             "similarity": similarities,
-            "analysis": {"analyzer": {ANALYZER: {"type": "custom", "tokenizer": "whitespace"}}},
+            # The default whitespace tokenizer splits tokens longer than 255 characters; the embedded
+            # engine never splits. 8,191 characters stay under Lucene's 32,766-byte term limit.
+            "analysis": {
+                "tokenizer": {TOKENIZER: {"type": "whitespace", "max_token_length": MAX_TOKEN_CHARS}},
+                "analyzer": {ANALYZER: {"type": "custom", "tokenizer": TOKENIZER}},
+            },
         },
         "mappings": mappings,
     }
