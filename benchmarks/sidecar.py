@@ -1,12 +1,21 @@
-"""Latency of the sidecar: ``POST /v1/rerank`` over real HTTP (``esrerank serve``, waitress) against the
-same request scored in process, for windows of 10 and 100 real AskUbuntu titles.
+"""The sidecar's speed, measured in one run: in process against the compute floor and PyTorch, over HTTP
+under load, the thread settings behind ``esrerank serve``'s defaults, and the memory of a large vocabulary.
 
-Elasticsearch calls the sidecar once per query in its rescoring step, so the per-request latency at
-the window size is what a search pays. The in-process time is the model's own cost (tokenise,
-onnxruntime, cosine); the ratio HTTP / in-process is the serving overhead, measured in the same run.
+For each exported model (``--model DIR``, with its training checkpoint ``--checkpoint DIR`` for the PyTorch
+comparison; default: the demo's ``runs/demo/model-onnx`` and ``runs/demo/model``), 100 real title+body
+candidates (SemEval-2016 dev questions) for one real query:
 
-Usage: ``python benchmarks/sidecar.py [--model runs/demo/model-onnx] [--requests 200]``
-(``make demo`` writes ``runs/demo/model-onnx``). Prints a table and writes ``benchmarks/sidecar.json``.
+- in process (``Service.rerank_json``, what the HTTP handler runs): uncached (cache cleared before each
+  call) against the bare onnxruntime call on the same batch — the compute floor (target ≤ 1.25×) —
+  against PyTorch eager on that batch (target: ONNX ≥ 1.5× faster), and fully cached (target p50 ≤ 1 ms);
+- over HTTP on loopback (``esrerank serve`` in a subprocess, a keep-alive load generator in this
+  process): p50 and p99 at concurrency 1 and 16 with cached candidates (targets at 16 on 2 cores: p50 ≤
+  5 ms, p99 ≤ 25 ms), requests per second, errors over 10,000 requests;
+- request threads × onnxruntime intra-op threads at concurrency 16, cached and uncached (the defaults);
+- peak RSS of the serving process for a large vocabulary (``--big-vocab DIR``; target ≤ 400 MB).
+
+Usage: ``python benchmarks/sidecar.py [--model DIR --checkpoint DIR]... [--big-vocab DIR]
+[--requests 10000]``. Prints the figures and writes ``benchmarks/sidecar.json``.
 """
 
 from __future__ import annotations
@@ -18,121 +27,424 @@ import shlex
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from _machine import machine
 from tqdm import tqdm
 
 HERE = Path(__file__).resolve().parent
-TITLES = HERE.parent / "es_plugin_bridge" / "samples" / "askubuntu-pairs" / "train_titles.tsv"
+ROOT = HERE.parent
+SEMEVAL_DEV = ROOT / "es_plugin_bridge" / "samples" / "semeval2016-task3" / "SemEval2016-Task3-CQA-QL-dev.xml"
+CANDIDATES = 100
 
 
+# -- data -----------------------------------------------------------------------------------------
+def semeval_questions() -> tuple[list[Any], list[Any]]:
+    """(the 50 original questions, the 500 related questions): real titles with real HTML bodies."""
+    from es_plugin_bridge.data.spec import read_spec
+
+    queries = read_spec(f"semeval:{SEMEVAL_DEV}").queries
+    return [rq.query for rq in queries], [c for rq in queries for c in rq.candidates]
+
+
+def bodies(n: int, seed: int) -> list[dict]:
+    """``n`` rerank bodies: a real query and 100 real candidates each, with first-stage scores."""
+    queries, pool = semeval_questions()
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        docs = rng.sample(pool, CANDIDATES)
+        out.append({"query": _doc(rng.choice(queries)), "documents": [_doc(d) for d in docs],
+                    "first_stage_scores": [round(rng.uniform(0, 20), 3) for _ in docs]})
+    return out
+
+
+def _doc(q: Any) -> dict:
+    return {"id": q.id, "title": q.title, "body": q.body}
+
+
+def stats(ms: Sequence[float]) -> dict[str, float]:
+    a = np.asarray(ms)
+    return {"p50_ms": round(float(np.percentile(a, 50)), 3), "p95_ms": round(float(np.percentile(a, 95)), 3),
+            "p99_ms": round(float(np.percentile(a, 99)), 3), "n": len(a)}
+
+
+def timed(fn: Callable[[], Any], repeat: int, before: Callable[[], Any] | None = None) -> list[float]:
+    out = []
+    for _ in range(repeat):
+        if before is not None:
+            before()
+        t0 = time.perf_counter()
+        fn()
+        out.append(1000 * (time.perf_counter() - t0))
+    return out
+
+
+# -- in process -----------------------------------------------------------------------------------
+def in_process(model_dir: Path, checkpoint: Path | None, repeat: int) -> dict[str, Any]:
+    """The ratios are measured round-robin (floor, uncached, PyTorch in turn, ``repeat`` rounds), so a
+    change in the machine's load touches all three alike."""
+    from es_plugin_bridge.serving.model_dir import ModelDirectory
+    from es_plugin_bridge.serving.schemas import RerankRequest
+    from es_plugin_bridge.serving.service import Service, _question
+
+    model = ModelDirectory.load(model_dir, threads=1, batch_size=128)
+    service = Service(model)
+    req = RerankRequest.model_validate(bodies(1, seed=7)[0])
+    questions = [_question(req.query), *[_question(d) for d in req.documents]]
+    feed = model._feed([model.token_ids(q) for q in questions])
+    output = [model.config.output]
+    runners: dict[str, Callable[[], Any]] = {
+        "onnx_floor": lambda: model.session.run(output, feed),
+        "uncached": lambda: (service.cache.clear(), service.rerank_json(req)),
+    }
+    if checkpoint is not None and (checkpoint / "config.json").is_file():
+        runners["torch_eager"] = torch_eager(checkpoint, questions, fixed=not model.config.dynamic_length)
+    times: dict[str, list[float]] = {name: [] for name in runners}
+    for run in runners.values():
+        run()  # warm-up (allocations, the stemmer's cache)
+    for _ in range(repeat):
+        for name, run in runners.items():
+            start = time.perf_counter()
+            run()
+            times[name].append(1000 * (time.perf_counter() - start))
+    service.rerank_json(req)
+    cached = timed(lambda: service.rerank_json(req), repeat * 10)
+    floor = np.median(times["onnx_floor"])
+    out: dict[str, Any] = {
+        "batch": len(questions),
+        "input_shape": [len(questions), *(int(v.shape[1]) for k, v in feed.items() if "ids" in k)],
+        **{name: stats(ms) for name, ms in times.items()}, "cached": stats(cached),
+        "uncached_over_floor_p50": round(float(np.median(times["uncached"]) / floor), 3),
+    }
+    if "torch_eager" in times:
+        out["torch_over_onnx_p50"] = round(float(np.median(times["torch_eager"]) / floor), 3)
+    return out
+
+
+def torch_eager(checkpoint: Path, questions: list[Any], fixed: bool) -> Callable[[], Any]:
+    """The checkpoint's encoder in PyTorch eager mode (one thread, inference mode) on the same batch:
+    padded to the caps when the exported graph has static lengths (``fixed``), as onnxruntime gets it."""
+    import torch
+
+    from exporters.export import load_source
+    from exporters.onnx_graph import _batch
+
+    torch.set_num_threads(1)
+    model, featurizer, _ = load_source(checkpoint)
+    model.eval()
+    batch = _batch(featurizer, questions, fixed)
+    args = (batch["title_ids"], batch["title_mask"], batch["body_ids"], batch["body_mask"])
+
+    def run() -> Any:
+        with torch.inference_mode():
+            return model.encode(*args)
+
+    return run
+
+
+# -- over HTTP ------------------------------------------------------------------------------------
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
-def wait_up(base: str, proc: subprocess.Popen, seconds: float = 60) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            sys.exit(f"esrerank serve exited with code {proc.returncode}")
+class Sidecar:
+    """``esrerank serve`` in a subprocess on a free local port."""
+
+    def __init__(self, model_dir: Path, *options: str) -> None:
+        self.port = free_port()
+        exe = Path(sys.executable).with_name("esrerank")
+        self.proc = subprocess.Popen([str(exe), "serve", str(model_dir), "--port", str(self.port), *options],
+                                     stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/readyz", timeout=1):
+                    return
+            except OSError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    sys.exit(f"esrerank serve {model_dir} did not come up")
+                time.sleep(0.1)
+
+    def peak_rss_mb(self) -> float:
+        """VmHWM: the most resident memory the process ever had."""
+        status = Path(f"/proc/{self.proc.pid}/status").read_text()
+        line = next(line for line in status.splitlines() if line.startswith("VmHWM:"))
+        return round(int(line.split()[1]) / 1024, 1)
+
+    def close(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+
+
+def _request(payload: bytes, path: str = "/v1/rerank") -> bytes:
+    return (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(payload)}\r\n\r\n").encode() + payload
+
+
+def _exchange(sock: socket.socket, request: bytes) -> int:
+    """Send one request on a keep-alive connection and read its whole answer; the status code."""
+    sock.sendall(request)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("closed")
+        data += chunk
+    head, rest = data.split(b"\r\n\r\n", 1)
+    length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                  if line.lower().startswith(b"content-length:"))
+    while len(rest) < length:
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("closed")
+        rest += chunk
+    return int(head.split(b" ", 2)[1])
+
+
+def load(port: int, requests: list[bytes], concurrency: int, total: int, desc: str,
+         rate: float | None = None) -> dict[str, Any]:
+    """``total`` requests (cycling through ``requests``) from ``concurrency`` keep-alive connections.
+
+    Closed loop by default: each connection sends its next request as soon as the last is answered, so
+    at saturation latency is concurrency / throughput (Little's law). With ``rate`` (requests a second)
+    it is open loop: request i is due at ``i / rate`` and its latency counts from then (no coordinated
+    omission), the latency a caller sees when the server is not saturated.
+    """
+    latencies: list[float] = []
+    errors = 0
+    lock = threading.Lock()
+    counter = iter(range(total))
+    bar = tqdm(total=total, desc=desc, leave=False)
+
+    def worker() -> None:
+        nonlocal errors
+        sock = socket.create_connection(("127.0.0.1", port), timeout=60)
+        mine, bad = [], 0
         try:
-            with urllib.request.urlopen(base + "/readyz", timeout=1):
-                return
-        except OSError:
-            time.sleep(0.1)
-    sys.exit("esrerank serve did not come up within 60 s")
+            while True:
+                with lock:
+                    i = next(counter, None)
+                if i is None:
+                    break
+                t0 = time.perf_counter()
+                if rate is not None:
+                    due = start + i / rate
+                    if due > t0:
+                        time.sleep(due - t0)
+                    t0 = due
+                try:
+                    status = _exchange(sock, requests[i % len(requests)])
+                except OSError:
+                    status = 0
+                    sock.close()
+                    sock = socket.create_connection(("127.0.0.1", port), timeout=60)
+                mine.append(1000 * (time.perf_counter() - t0))
+                bad += status != 200
+                bar.update(1)
+        finally:
+            sock.close()
+            with lock:
+                latencies.extend(mine)
+                errors += bad
+
+    threads = [threading.Thread(target=worker) for _ in range(concurrency)]
+    start = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - start
+    bar.close()
+    return {**stats(latencies), "requests": total, "errors": errors, "concurrency": concurrency,
+            "offered_rate": rate, "requests_per_second": round(total / elapsed, 1)}
 
 
-def percentiles(ms: list[float]) -> dict[str, float]:
-    return {
-        "p50_ms": round(float(np.percentile(ms, 50)), 2),
-        "p95_ms": round(float(np.percentile(ms, 95)), 2),
-    }
+def over_http(model_dir: Path, total: int) -> dict[str, Any]:
+    """Cached candidates (each body sent once before timing) at concurrency 1 and 16, default settings."""
+    payloads = [_request(json.dumps(b).encode()) for b in bodies(50, seed=11)]
+    sidecar = Sidecar(model_dir)
+    try:
+        load(sidecar.port, payloads, 1, len(payloads), "warm-up")
+        one = load(sidecar.port, payloads, 1, min(total, 1000), "HTTP c=1")
+        sixteen = load(sidecar.port, payloads, 16, total, "HTTP c=16")
+        rate = round(0.5 * sixteen["requests_per_second"])  # half the saturated throughput
+        paced = load(sidecar.port, payloads, 16, min(total, 15 * rate), f"HTTP c=16 at {rate}/s", rate=rate)
+        return {"concurrency_1": one, "concurrency_16": sixteen, "concurrency_16_open_loop": paced,
+                "server_peak_rss_mb": sidecar.peak_rss_mb()}
+    finally:
+        sidecar.close()
 
 
+def thread_sweep(model_dir: Path, uncached_requests: int, cached_requests: int) -> list[dict[str, Any]]:
+    """Request threads × onnxruntime intra-op threads at concurrency 16: what the defaults rest on."""
+    uncached = [_request(json.dumps(b).encode()) for b in bodies(uncached_requests, seed=13)]
+    cached = [_request(json.dumps(b).encode()) for b in bodies(20, seed=17)]
+    rows = []
+    for threads in (1, 2, 4, 8):
+        for onnx_threads in (1, 2):
+            options = ("--threads", str(threads), "--onnx-threads", str(onnx_threads))
+            sidecar = Sidecar(model_dir, *options, "--cache-size", "0")
+            try:
+                label = f"t={threads} o={onnx_threads}"
+                cold = load(sidecar.port, uncached, 16, len(uncached), f"{label} uncached")
+            finally:
+                sidecar.close()
+            sidecar = Sidecar(model_dir, *options)
+            try:
+                load(sidecar.port, cached, 1, len(cached), "warm-up")
+                warm = load(sidecar.port, cached, 16, cached_requests, f"{label} cached")
+            finally:
+                sidecar.close()
+            rows.append({"threads": threads, "onnx_threads": onnx_threads, "uncached": cold, "cached": warm})
+    return rows
+
+
+def big_vocabulary(model_dir: Path, total: int) -> dict[str, Any]:
+    """Peak RSS of ``esrerank serve`` (default settings) after ``total`` requests of fresh candidates."""
+    vocab = json.loads((model_dir / "config.json").read_text())["vocab_size"]
+    payloads = [_request(json.dumps(b).encode()) for b in bodies(200, seed=19)]
+    sidecar = Sidecar(model_dir)
+    try:
+        idle = sidecar.peak_rss_mb()
+        run = load(sidecar.port, payloads, 16, total, "large vocabulary")
+        return {"model": str(model_dir), "vocab_size": vocab, "peak_rss_mb_after_load": idle,
+                "peak_rss_mb": sidecar.peak_rss_mb(), "load": run}
+    finally:
+        sidecar.close()
+
+
+def widen_vocabulary(checkpoint: Path, out: Path, size: int) -> Path:
+    """The checkpoint with its vocabulary widened to ``size`` words, exported to ``out``/model-onnx.
+
+    The shared data holds about 47,000 distinct words, so the new words are its real words (most frequent
+    first) and then filler tokens; their embedding rows are random with the trained rows' spread. What is
+    measured is memory, which depends on the vocabulary's size, not on what the rows learned.
+    """
+    from safetensors.numpy import load_file, save_file
+
+    from es_plugin_bridge.core.vocab import Vocabulary
+    from es_plugin_bridge.data.spec import read_spec
+    from es_plugin_bridge.text import Preprocessor, TextOptions
+    from exporters.export import export_checkpoint
+
+    onnx_dir = out / "model-onnx"
+    if (onnx_dir / "manifest.json").is_file():
+        return onnx_dir
+    config = json.loads((checkpoint / "config.json").read_text())
+    vocab = Vocabulary.load(checkpoint / "vocab.json")
+    preprocessor = Preprocessor(TextOptions.from_mapping(config["text"], source=str(checkpoint)))
+    counts: dict[str, int] = {}
+    shared = Path("/work/shared/data")
+    specs = [f"pairs:{p}" for p in sorted(shared.glob("*/*.tsv"))] + [
+        f"semeval:{p}" for p in sorted(shared.glob("semeval*/*.xml"))]
+    for spec in specs if shared.is_dir() else []:
+        for q in read_spec(spec).questions.values():
+            for token in preprocessor.tokens(q):
+                if token not in vocab:
+                    counts[token] = counts.get(token, 0) + 1
+    new = sorted(counts, key=lambda t: (-counts[t], t))[: size - len(vocab)]
+    new += [f"zzfill{i:06d}" for i in range(size - len(vocab) - len(new))]
+    wide = Vocabulary(vocab.tokens + new, [*vocab.counts, *(counts.get(t, 1) for t in new)],
+                      [*vocab.doc_freqs, *(counts.get(t, 1) for t in new)], vocab.n_docs)
+    weights = load_file(str(checkpoint / "model.safetensors"))
+    rng = np.random.default_rng(0)
+    for name, value in list(weights.items()):
+        if value.shape[:1] == (len(vocab),):  # per-word tensors: the embedding and the BOW weights
+            extra = (rng.normal(0, float(value.std()), (len(new), *value.shape[1:])) if value.ndim > 1
+                     else np.full(len(new), float(value.mean())))
+            weights[name] = np.concatenate([value, extra.astype(value.dtype)])
+    widened = out / "checkpoint"
+    widened.mkdir(parents=True, exist_ok=True)
+    save_file(weights, str(widened / "model.safetensors"))
+    wide.save(widened / "vocab.json")
+    config["model"]["vocab_size"] = size
+    (widened / "config.json").write_text(json.dumps(config, indent=2))
+    export_checkpoint(widened, onnx_dir)
+    return onnx_dir
+
+
+# -- report ---------------------------------------------------------------------------------------
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", type=Path, default=HERE.parent / "runs" / "demo" / "model-onnx")
-    parser.add_argument("--requests", type=int, default=200, help="requests per window size")
-    parser.add_argument("--windows", default="10,100")
+    parser.add_argument("--model", type=Path, action="append",
+                        help="exported model directory (repeatable; default runs/demo/model-onnx)")
+    parser.add_argument("--checkpoint", type=Path, action="append",
+                        help="its training checkpoint, for PyTorch eager (same order as --model)")
+    parser.add_argument("--big-vocab", type=Path, help="an exported model with a large vocabulary (RSS; "
+                        "default: the demo checkpoint widened to 50,000 words under runs/bench/vocab-50k)")
+    parser.add_argument("--no-big-vocab", action="store_true", help="skip the large-vocabulary RSS")
+    parser.add_argument("--requests", type=int, default=10_000, help="HTTP requests at concurrency 16")
+    parser.add_argument("--repeat", type=int, default=30, help="in-process repetitions (cached: 10×)")
+    parser.add_argument("--no-sweep", action="store_true", help="skip the thread sweep")
     args = parser.parse_args()
-    if not (args.model / "manifest.json").is_file():
-        sys.exit(f"{args.model}: no exported model directory; run `make demo` or `esrerank export-onnx`")
-
-    from es_plugin_bridge.serving.app import create_app
-    from es_plugin_bridge.serving.model_dir import ModelDirectory
-    from es_plugin_bridge.serving.schemas import RerankRequest
-
-    titles = sorted({t.strip() for line in TITLES.read_text().splitlines() for t in line.split("\t")[1:]})
-    rng = random.Random(1)
-    service = create_app(ModelDirectory.load(args.model, threads=1)).extensions["esrerank"]
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    exe = Path(sys.executable).with_name("esrerank")
-    proc = subprocess.Popen(
-        [str(exe), "serve", str(args.model), "--port", str(port), "--onnx-threads", "1", "--threads", "1"],
-        stderr=subprocess.DEVNULL,
-    )
-    results = {}
-    try:
-        wait_up(base, proc)
-        for window in (int(w) for w in args.windows.split(",")):
-            bodies = []
-            for _ in range(args.requests):
-                docs = rng.sample(titles, window)
-                bodies.append(
-                    {
-                        "query": rng.choice(titles),
-                        "documents": docs,
-                        "first_stage_scores": [rng.uniform(0, 20) for _ in docs],
-                    }
-                )
-            local, http = [], []
-            for body in tqdm(bodies, desc=f"window {window}", leave=False):
-                t0 = time.perf_counter()
-                service.rerank(RerankRequest.model_validate(body))
-                local.append(1000 * (time.perf_counter() - t0))
-                data = json.dumps(body).encode()
-                req = urllib.request.Request(
-                    base + "/v1/rerank", data=data, headers={"Content-Type": "application/json"}
-                )
-                t0 = time.perf_counter()
-                with urllib.request.urlopen(req, timeout=30) as resp:
-                    resp.read()
-                http.append(1000 * (time.perf_counter() - t0))
-            results[str(window)] = {
-                "in_process": percentiles(local),
-                "http": percentiles(http),
-                "http_over_in_process_p50": round(float(np.median(http) / np.median(local)), 3),
-                "docs_per_second_http": round(window * len(http) / (sum(http) / 1000), 1),
-            }
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-    print(
-        f"{'window':>6} {'in-process p50/p95 ms':>22} {'HTTP p50/p95 ms':>18} {'HTTP/in-process':>16} docs/s"
-    )
-    for window, r in results.items():
-        print(
-            f"{window:>6} {r['in_process']['p50_ms']:>11.2f} / {r['in_process']['p95_ms']:<8.2f} "
-            f"{r['http']['p50_ms']:>8.2f} / {r['http']['p95_ms']:<7.2f} "
-            f"{r['http_over_in_process_p50']:>16.2f} "
-            f"{r['docs_per_second_http']:.0f}"
-        )
-    report = {
+    models = args.model or [ROOT / "runs" / "demo" / "model-onnx"]
+    checkpoints = args.checkpoint or ([ROOT / "runs" / "demo" / "model"] if not args.model else [])
+    checkpoints += [None] * (len(models) - len(checkpoints))
+    for directory in models:
+        if not (directory / "manifest.json").is_file():
+            sys.exit(f"{directory}: no exported model directory; run `make demo` or `esrerank export-onnx`")
+    report: dict[str, Any] = {
         "command": shlex.join(["python", *sys.argv]),
-        "machine": machine(onnx_threads=1, http_threads=1),
-        "model": str(args.model),
-        "requests_per_window": args.requests,
-        "results": results,
+        "date": time.strftime("%Y-%m-%d"),
+        "machine": machine(),
+        "candidates": CANDIDATES,
+        "models": {},
     }
+    for directory, checkpoint in zip(models, checkpoints, strict=True):
+        config = json.loads((directory / "config.json").read_text())
+        entry = {"model_type": config["model_type"], "vocab_size": config["vocab_size"],
+                 "in_process": in_process(directory, checkpoint, args.repeat),
+                 "http": over_http(directory, args.requests)}
+        name = directory.relative_to(ROOT) if directory.is_relative_to(ROOT) else directory
+        report["models"][str(name)] = entry
+        print_model(directory, entry)
+    if not args.no_sweep:
+        report["thread_sweep"] = thread_sweep(models[0], 160, 2000)
+        print_sweep(report["thread_sweep"])
+    big_vocab = args.big_vocab
+    if big_vocab is None and not args.no_big_vocab and (ROOT / "runs" / "demo" / "model").is_dir():
+        big_vocab = widen_vocabulary(ROOT / "runs" / "demo" / "model", ROOT / "runs" / "bench" / "vocab-50k",
+                                     50_000)
+    if big_vocab is not None:
+        report["big_vocabulary"] = big_vocabulary(big_vocab, 2000)
+        big = report["big_vocabulary"]
+        print(f"\nvocabulary {big['vocab_size']:,}: serving peak RSS {big['peak_rss_mb']} MB "
+              f"(after loading {big['peak_rss_mb_after_load']} MB; target ≤ 400 MB)")
     (HERE / "sidecar.json").write_text(json.dumps(report, indent=2) + "\n")
+
+
+def print_model(directory: Path, entry: dict[str, Any]) -> None:
+    p, h = entry["in_process"], entry["http"]
+    print(f"\n{entry['model_type']} ({directory}), {p['batch']} questions a request")
+    print(f"  in process p50: onnxruntime floor {p['onnx_floor']['p50_ms']:.2f} ms, uncached "
+          f"{p['uncached']['p50_ms']:.2f} ms ({p['uncached_over_floor_p50']:.2f}× the floor; target ≤ 1.25), "
+          f"cached {p['cached']['p50_ms']:.3f} ms (target ≤ 1)")
+    if "torch_eager" in p:
+        print(f"  PyTorch eager {p['torch_eager']['p50_ms']:.2f} ms: ONNX {p['torch_over_onnx_p50']:.2f}× "
+              "faster (target ≥ 1.5)")
+    for key in ("concurrency_1", "concurrency_16", "concurrency_16_open_loop"):
+        r = h[key]
+        print(f"  HTTP {key.replace('_', ' ')}: p50 {r['p50_ms']:.2f} ms, p99 {r['p99_ms']:.2f} ms, "
+              f"{r['requests_per_second']:.0f} req/s, {r['errors']} errors / {r['requests']}")
+    print(f"  server peak RSS {h['server_peak_rss_mb']} MB")
+
+
+def print_sweep(rows: list[dict[str, Any]]) -> None:
+    print("\nthreads × onnx threads at concurrency 16: uncached p50/p99 ms, req/s | cached p50/p99 ms, req/s")
+    for r in rows:
+        u, c = r["uncached"], r["cached"]
+        print(f"  {r['threads']} × {r['onnx_threads']}: {u['p50_ms']:7.1f} / {u['p99_ms']:7.1f} "
+              f"{u['requests_per_second']:6.1f} | {c['p50_ms']:6.2f} / {c['p99_ms']:6.2f} "
+              f"{c['requests_per_second']:6.0f}")
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ SAMPLE="${ESRERANK_SAMPLE:-/samples/semeval2016-task3/SemEval2016-Task3-CQA-QL-d
 step() { printf '\n== %s\n' "$*"; }
 
 step "esrerank es setup $MODEL_DIR (index, mappings, inference endpoint -> $ESRERANK_SIDECAR_URL)"
-esrerank es setup "$MODEL_DIR" --sidecar "$ESRERANK_SIDECAR_URL"
+esrerank es setup "$MODEL_DIR" --sidecar "$ESRERANK_SIDECAR_URL" --recreate  # a re-run starts afresh
 
 step "esrerank es index semeval:$SAMPLE"
 esrerank es index "semeval:$SAMPLE" --sidecar "$ESRERANK_SIDECAR_URL"

@@ -11,7 +11,7 @@
 # the CUDA provider (es_plugin_bridge/serving/model_dir.py), or the GPU build still scores on the CPU.
 #
 # Target `tools` (used by the compose stack's one-shot setup service) is the same install plus the
-# Elasticsearch client, for `esrerank es setup|index` and `esrerank kibana import`.
+# `elastic` extra, for `esrerank es setup|index|evaluate` and `esrerank kibana import`.
 
 ARG PYTHON_VERSION=3.11
 
@@ -39,8 +39,9 @@ RUN pip install /wheels/*.whl \
 WORKDIR /tmp
 
 FROM runtime AS tools
-ARG ES_CLIENT="elasticsearch>=9.1,<10"
-RUN pip install "$ES_CLIENT"
+# The `elastic` extra: the Elasticsearch client and what `es evaluate` needs (no torch).
+COPY --from=build /wheels /wheels
+RUN pip install "$(ls /wheels/*.whl)[elastic]" && rm -rf /wheels
 COPY docker/setup.sh /usr/local/bin/esrerank-setup
 RUN chmod 0755 /usr/local/bin/esrerank-setup
 USER 10001:10001

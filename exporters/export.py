@@ -28,10 +28,10 @@ import torch
 from safetensors import SafetensorError
 
 import es_plugin_bridge
+from es_plugin_bridge.core.model_config import FORMAT, FORMAT_VERSION, Beta, ExportedConfig, Verification
 from es_plugin_bridge.data.types import Dataset, Question
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.models import QuestionSimilarityModel
-from es_plugin_bridge.serving.config import FORMAT, FORMAT_VERSION, Beta, ExportedConfig, Verification
 from es_plugin_bridge.serving.model_dir import BOW_WEIGHTS, CONFIG, ENCODER, VOCAB, ModelDirectory
 from es_plugin_bridge.training import checkpoint as ckpt
 from es_plugin_bridge.training.featurize import Featurizer

@@ -3,16 +3,21 @@ reranked results when it answers, the first-stage order when it is down, slow or
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
+import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from waitress.server import create_server
 
 from es_plugin_bridge.bridge import BridgeSearch, SidecarClient
+from es_plugin_bridge.data.readers import question_from_text
 from es_plugin_bridge.data.spec import read_spec
+from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.serving import ModelDirectory
 from es_plugin_bridge.serving.app import create_app
@@ -131,3 +136,82 @@ def test_search_command_end_to_end(sidecar, cli):
                         "--top", "2", "how to install ubuntu from usb"])
     assert code == 0 and "first-stage order" in out and "unreachable" in out
 
+
+
+class RawSidecar:
+    """A misbehaving sidecar on a local port: reads the request, then answers with ``answer(sock)``."""
+
+    def __init__(self, answer) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen()
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.answer = answer
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        conn, _ = self.sock.accept()
+        with conn:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(65536)
+            head, body = data.split(b"\r\n\r\n", 1)
+            length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
+                              if line.lower().startswith(b"content-length")))
+            while len(body) < length:
+                body += conn.recv(65536)
+            with contextlib.suppress(OSError):  # the client hung up: what it should do
+                self.answer(conn, self.stop)
+
+    def close(self) -> None:
+        self.stop.set()
+        self.sock.close()
+        self.thread.join(timeout=5)
+
+
+def _trickle(conn, stop) -> None:
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n")
+    while not stop.wait(0.05):  # one byte every 50 ms: no single read ever times out
+        conn.sendall(b" ")
+
+
+def _truncated(conn, stop) -> None:
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n"
+                 b'{"results": [')
+
+
+@pytest.mark.parametrize(("answer", "reason"), [(_trickle, "timed out"), (_truncated, "truncated")])
+def test_a_trickling_or_truncated_answer_falls_back_within_the_timeout(answer, reason, collection, queries,
+                                                                       bridge_index):
+    query = queries[2]
+    expected = [h.question.id for h in bridge_index.search(query, k=10).hits]
+    sidecar = RawSidecar(answer)
+    try:
+        start = time.monotonic()
+        client = SidecarClient(sidecar.url, timeout=0.5)
+        result = BridgeSearch(collection, client, window=20).search(query, k=10)
+        elapsed = time.monotonic() - start
+    finally:
+        sidecar.close()
+    assert not result.reranked and reason in result.fallback_reason, result.fallback_reason
+    assert [h.question.id for h in result.hits] == expected
+    assert elapsed < 1.5  # the whole call is bounded, not each read
+
+
+def test_a_question_without_title_does_not_cost_the_window_its_reranking(sidecar, collection):
+    url, model = sidecar
+    query = "how to install ubuntu from usb"
+    blank = Question("no-title", "", "install ubuntu from a usb stick, how to install ubuntu usb")
+    bridge = BridgeSearch([*collection, blank], SidecarClient(url, token=TOKEN), window=20)
+    plain = BridgeSearch([*collection, blank], None, window=20).search(query, k=20)
+    assert "no-title" in [h.question.id for h in plain.hits]  # it is in the window
+    result = bridge.search(query, k=20)
+    assert result.reranked, result.fallback_reason
+    assert result.hits[-1].question.id == "no-title" and result.hits[-1].score == 0.0
+    scored = [h for h in plain.hits if h.question.id != "no-title"]
+    fused = model.rerank(question_from_text(query), [h.question for h in scored],
+                         [h.first_stage_score for h in scored], "bm25")["fused"]
+    assert [h.question.id for h in result.hits[:-1]] == [scored[i].question.id
+                                                         for i in np.argsort(-fused, kind="stable")]

@@ -125,8 +125,11 @@ def test_image_installs_serving_dependencies_only_and_runs_as_non_root():
     assert list(stages)[-1] == "sidecar", "the default build target must be the sidecar"
     installs = re.findall(r"pip install ([^&\n\\]+)", text)
     assert installs, "no pip install found"
-    allowed = {"/wheels/*.whl", '"onnxruntime-gpu[cuda,cudnn]>=1.20"', '"$ES_CLIENT"'}
+    allowed = {"/wheels/*.whl", '"onnxruntime-gpu[cuda,cudnn]>=1.20"', '"$(ls /wheels/*.whl)[elastic]"'}
     assert {i.strip() for i in installs} <= allowed, installs
+    assert "[elastic]" in stages["tools"] and "[elastic]" not in stages["runtime"] + stages["sidecar"]
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert not any(re.match(r"torch\b", dep) for dep in extras["elastic"])  # the tools image stays torch-free
     assert "torch" not in text.lower().replace("no torch", "")
     assert "pip wheel --no-cache-dir --no-deps --wheel-dir /wheels ." in text  # the package itself, no extras
     assert re.search(r'if \[ "\$GPU" = "1" \]; then\s*\\?\s*pip uninstall -y onnxruntime', text)
@@ -144,8 +147,6 @@ def test_base_install_has_no_torch():
     assert "torch" not in names and "onnxruntime" in names
 
 
-@pytest.mark.xfail(strict=True, reason="waits for the serving-only base install (issue 8); remove this mark "
-                   "when it lands so the check guards the image")
 def test_base_install_is_serving_only():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     names = {re.split(r"[<>=!~\[ ;]", d, maxsplit=1)[0].lower() for d in project["dependencies"]}

@@ -14,6 +14,13 @@ import click
 
 from es_plugin_bridge.errors import UserError
 
+#: Defaults measured on the 2-core machine of the benchmarks (benchmarks/sidecar.py, README): see there.
+#: (The cache size repeats serving.service.DEFAULT_CACHE_SIZE, not imported so `esrerank --help` stays light.)
+DEFAULT_THREADS = 2
+DEFAULT_ONNX_THREADS = 1
+DEFAULT_CACHE_SIZE = 20_000
+DEFAULT_BATCH_SIZE = 128
+
 
 def _read_token_file(path: Path) -> str:
     try:
@@ -47,14 +54,19 @@ def _read_token_file(path: Path) -> str:
               help="Seconds a client has to send one whole request (slow clients are disconnected).")
 @click.option("--max-connections", default=500, show_default=True, type=click.IntRange(min=1),
               help="Open connections at most.")
-@click.option("--threads", default=4, show_default=True, type=click.IntRange(min=1),
+@click.option("--threads", default=DEFAULT_THREADS, show_default=True, type=click.IntRange(min=1),
               help="Request threads (waitress).")
-@click.option("--onnx-threads", default=None, type=click.IntRange(min=1),
-              help="onnxruntime intra-op threads per request (default: onnxruntime's).")
+@click.option("--onnx-threads", default=DEFAULT_ONNX_THREADS, show_default=True, type=click.IntRange(min=1),
+              help="onnxruntime intra-op threads per request.")
+@click.option("--cache-size", default=DEFAULT_CACHE_SIZE, show_default=True, type=click.IntRange(min=0),
+              help="Candidate encodings kept in the LRU cache (0: no cache).")
+@click.option("--batch-size", default=DEFAULT_BATCH_SIZE, show_default=True, type=click.IntRange(min=1),
+              help="Most questions per encoder call (a request's uncached candidates go in one call).")
 @click.option("--name", default=None, help="Model name reported in responses (default TYPE:DIR).")
 def serve_command(model_dir: Path, host: str, port: int, token: str | None, token_file: Path | None,
                   expect_sha256: str | None, max_documents: int, max_body_mb: int, request_timeout: float,
-                  max_connections: int, threads: int, onnx_threads: int | None, name: str | None) -> None:
+                  max_connections: int, threads: int, onnx_threads: int, cache_size: int, batch_size: int,
+                  name: str | None) -> None:
     """Serve an exported model directory: /v1/rerank, /v1/embed, /healthz, /readyz, /metrics."""
     from es_plugin_bridge.core.manifest import manifest_digest
     from es_plugin_bridge.serving.app import check_token, create_app
@@ -75,9 +87,10 @@ def serve_command(model_dir: Path, host: str, port: int, token: str | None, toke
                    "or ESRERANK_TOKEN", err=True)
     limits = Limits(max_body_bytes=max_body_mb * 1024 * 1024, request_timeout=request_timeout,
                     max_connections=max_connections)
-    model = ModelDirectory.load(model_dir, threads=onnx_threads, expect_sha256=expect_sha256)
+    model = ModelDirectory.load(model_dir, threads=onnx_threads, batch_size=batch_size,
+                                expect_sha256=expect_sha256)
     app = create_app(model, token=token, name=name, max_documents=max_documents,
-                     max_body_bytes=limits.max_body_bytes)
+                     max_body_bytes=limits.max_body_bytes, cache_size=cache_size)
     server = Server(app, host=host, port=port, threads=threads, token=token, limits=limits)
     if host not in ("127.0.0.1", "localhost", "::1") and not token:
         click.echo(f"warning: serving on {host} without a bearer token (--token-file)", err=True)
@@ -88,3 +101,15 @@ def serve_command(model_dir: Path, host: str, port: int, token: str | None, toke
         server.run()
     finally:
         server.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m es_plugin_bridge.cli.serve MODEL_DIR ...``: the serve command alone (what a serving-only
+    install needs, without importing every other subcommand)."""
+    from es_plugin_bridge.cli.runner import run_command
+
+    run_command(serve_command, argv, "esrerank serve")
+
+
+if __name__ == "__main__":
+    main()

@@ -25,7 +25,7 @@ from es_plugin_bridge.serving.model_dir import ModelDirectory
 from es_plugin_bridge.serving.openapi import openapi_document
 from es_plugin_bridge.serving.schemas import EmbedRequest, RerankParams, RerankRequest, first_error
 from es_plugin_bridge.serving.server import OPEN_PATHS, Limits
-from es_plugin_bridge.serving.service import RequestError, Service
+from es_plugin_bridge.serving.service import DEFAULT_CACHE_SIZE, RequestError, Service
 
 MAX_BODY_BYTES = Limits().max_body_bytes
 
@@ -94,6 +94,7 @@ def create_app(
     name: str | None = None,
     max_documents: int = 1000,
     max_body_bytes: int = MAX_BODY_BYTES,
+    cache_size: int = DEFAULT_CACHE_SIZE,
 ) -> Flask:
     """The sidecar app for ``model`` (a loaded ModelDirectory or its path; loading verifies it).
 
@@ -103,8 +104,8 @@ def create_app(
     check_token(token)
     if not isinstance(model, ModelDirectory):
         model = ModelDirectory.load(model)
-    service = Service(model, name=name, max_documents=max_documents)
-    metrics = Metrics(service.name, model.model_type)
+    service = Service(model, name=name, max_documents=max_documents, cache_size=cache_size)
+    metrics = Metrics(service.name, model.model_type, service.cache)
     app = Flask("esrerank_sidecar")
     app.config["MAX_CONTENT_LENGTH"] = max_body_bytes
     app.json.sort_keys = False  # type: ignore[attr-defined]
@@ -158,9 +159,9 @@ def create_app(
     def rerank() -> Response:
         params = _query_params(RerankParams)
         req = _parse(RerankRequest)
-        out = service.rerank(req, params)
+        out = service.rerank_json(req, params)
         metrics.documents.labels("/v1/rerank").inc(len(req.documents))
-        return jsonify(out.model_dump(exclude_none=True))
+        return jsonify(out)
 
     @app.post("/v1/embed")
     def embed() -> Response:

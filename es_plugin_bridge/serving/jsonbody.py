@@ -14,6 +14,8 @@ from typing import Any
 
 MAX_DEPTH = 32
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_RAW = re.compile(rb"\xed[\xa0-\xbf]")
 
 
 class BodyError(ValueError):
@@ -42,26 +44,43 @@ def _constant(name: str) -> float:
     raise ValueError(f"{name} is not a JSON number")
 
 
-def _check(value: Any) -> None:
-    """Depth and lone surrogates, without recursion (the body may be anything)."""
-    stack: list[tuple[Any, str, int]] = [(value, "", 0)]
+def _may_hold_surrogates(data: bytes) -> bool:
+    """Whether ``data`` has a ``\\uD800``-``\\uDFFF`` escape or raw UTF-8-encoded surrogate bytes at all
+    (most bodies have neither, and then their strings need no scan)."""
+    if b"\x00" in data[:4] or data[:2] in (b"\xff\xfe", b"\xfe\xff"):  # UTF-16/32: scan to be sure
+        return True
+    return _ESCAPE.search(data) is not None or _RAW.search(data) is not None
+
+
+def _where(path: tuple) -> str:
+    """``(((), "documents"), 1)`` → ``documents.1`` (paths are built as linked pairs, joined on error)."""
+    parts: list[str] = []
+    while path:
+        path, key = path
+        parts.append(str(key))
+    return ".".join(reversed(parts)) or "(body)"
+
+
+def _check(value: Any, strings: bool = True) -> None:
+    """Depth and (when ``strings``) lone surrogates, without recursion (the body may be anything)."""
+    stack: list[tuple[Any, tuple, int]] = [(value, (), 0)]
     while stack:
         node, path, depth = stack.pop()
         if depth > MAX_DEPTH:
             raise BodyError(f"the body is nested more than {MAX_DEPTH} levels deep")
-        if isinstance(node, str):
-            if _SURROGATE.search(node):
-                where = path or "(body)"
-                raise BodyError(f"{where}: holds a lone UTF-16 surrogate (not valid Unicode text)", where)
-        elif isinstance(node, dict):
+        if isinstance(node, dict):
             for key, item in node.items():
-                child = f"{path}.{key}" if path else str(key)
-                if _SURROGATE.search(key):
-                    where = path or "(body)"
+                if strings and _SURROGATE.search(key):
+                    where = _where(path)
                     raise BodyError(f"{where}: a key holds a lone UTF-16 surrogate", where)
-                stack.append((item, child, depth + 1))
+                if strings or isinstance(item, (dict, list)):
+                    stack.append((item, (path, key), depth + 1))
         elif isinstance(node, list):
-            stack.extend((item, f"{path}.{i}" if path else str(i), depth + 1) for i, item in enumerate(node))
+            stack.extend((item, (path, i), depth + 1) for i, item in enumerate(node)
+                         if strings or isinstance(item, (dict, list)))
+        elif strings and isinstance(node, str) and _SURROGATE.search(node):
+            where = _where(path)
+            raise BodyError(f"{where}: holds a lone UTF-16 surrogate (not valid Unicode text)", where)
 
 
 def parse_body(data: bytes) -> Any:
@@ -74,5 +93,5 @@ def parse_body(data: bytes) -> Any:
         raise BodyError(f"the body is nested more than {MAX_DEPTH} levels deep") from None
     except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, NaN/Infinity, a 5,000-digit int
         raise BodyError(f"the body is not valid JSON ({exc})") from None
-    _check(value)
+    _check(value, strings=_may_hold_surrogates(data))
     return value

@@ -37,7 +37,8 @@ def _errors() -> dict[str, Any]:
         code: {"description": text, **_body("ErrorResponse")}
         for code, text in (("400", "invalid request; `field` names the culprit"),
                            ("401", "missing or wrong bearer token"),
-                           ("413", "request body too large"), ("415", "body is not JSON"))
+                           ("413", "request body too large"), ("415", "body is not JSON"),
+                           ("431", "request headers too large"))
     }
 
 
@@ -66,8 +67,11 @@ def openapi_document() -> dict[str, Any]:
         return {"post": {"summary": summary, **extra, "requestBody": {"required": True, **_body(request)},
                          "responses": {"200": {"description": "OK", **_body(response)}, **_errors()}}}
 
-    def get(summary: str) -> dict[str, Any]:
-        return {"get": {"summary": summary, "responses": {"200": {"description": "OK"}}}}
+    def get(summary: str, guarded: bool = True) -> dict[str, Any]:
+        responses: dict[str, Any] = {"200": {"description": "OK"}}
+        if guarded:
+            responses["401"] = {"description": "missing or wrong bearer token", **_body("ErrorResponse")}
+        return {"get": {"summary": summary, "responses": responses}}
 
     return {
         "openapi": "3.1.0",
@@ -79,8 +83,8 @@ def openapi_document() -> dict[str, Any]:
                                parameters=_query_parameters(RerankParams)),
             "/v1/embed": post("Neural vector and weighted-BOW terms of each text", "EmbedRequest",
                               "EmbedResponse"),
-            "/healthz": get("Liveness"),
-            "/readyz": get("Readiness: the model is loaded and has answered a test input"),
+            "/healthz": get("Liveness", guarded=False),
+            "/readyz": get("Readiness: the model is loaded and has answered a test input", guarded=False),
             "/metrics": get("Prometheus metrics"),
             "/openapi.json": get("This document"),
         },

@@ -131,7 +131,8 @@ class RerankResult(BaseModel):
         ge=0.0, description="P(relevant) in [0, 1]; with score=linear the linear fused score, >= 0"
     )
     document: dict[str, Any] | None = None
-    explain: dict[str, float] | None = None
+    explain: dict[str, float | bool] | None = Field(
+        default=None, description="score components; `cached`: the document's encoding came from the cache")
 
 
 class RerankResponse(BaseModel):

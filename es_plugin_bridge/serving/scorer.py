@@ -5,20 +5,23 @@ adapter gives a ``ModelDirectory`` the calls of ``training.scorer.NeuralScorer``
 make (``components``, ``pair_components``, ``model_scores``) and the ``SearchScorer`` protocol of
 ``training.scorer.CollectionSearcher`` (full-collection search). Every score goes through the
 directory's own (sidecar) functions; only the per-question vectors and bags of words are cached.
-No torch is imported.
+No torch is imported; scipy only for full-collection search.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import scipy.sparse as sp
 
 from es_plugin_bridge.core.manifest import MANIFEST
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.serving.model_dir import COMPONENTS, BagOfWords, ModelDirectory
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
 
 
 def is_exported(directory: Path) -> bool:
@@ -62,6 +65,8 @@ class ExportedScorer:
 
     def bow_matrix(self, questions: Sequence[Question]) -> sp.csr_matrix:
         """The bags of words as rows of a sparse matrix over vocabulary ids."""
+        import scipy.sparse as sp  # evaluation only (full-collection search): not a serving dependency
+
         bags = [self._bag(q) for q in questions]
         indptr = np.concatenate([[0], np.cumsum([len(ids) for ids, _ in bags])]).astype(np.int64)
         cols = np.concatenate([ids for ids, _ in bags]) if bags else np.zeros(0, dtype=np.int64)

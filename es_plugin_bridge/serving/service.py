@@ -6,14 +6,18 @@ Kept out of the Flask app so the bridge (and tests) can call it in process with 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from es_plugin_bridge.core.calibration import apply_platt
 from es_plugin_bridge.core.fusion import minmax
+from es_plugin_bridge.core.manifest import manifest_digest
+from es_plugin_bridge.data.readers._common import split_title_body
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.errors import UserError
-from es_plugin_bridge.serving.model_dir import ModelDirectory
+from es_plugin_bridge.serving.cache import Encoding, EncodingCache, encoding_key, raw_key
+from es_plugin_bridge.serving.model_dir import COMPONENTS, BagOfWords, ModelDirectory
 from es_plugin_bridge.serving.relevance import (
     LINEAR_COMPONENTS,
     combination_range,
@@ -29,9 +33,11 @@ from es_plugin_bridge.serving.schemas import (
     RerankParams,
     RerankRequest,
     RerankResponse,
-    RerankResult,
     to_question,
 )
+
+#: Candidate encodings kept (a vector and a bag of words each: about 2 KB for the demo model).
+DEFAULT_CACHE_SIZE = 20_000
 
 
 class RequestError(UserError):
@@ -42,13 +48,27 @@ class RequestError(UserError):
         super().__init__(message)
 
 
+def _question(item: str | DocumentIn) -> Question:
+    """``schemas.to_question`` without the content-hash id nothing here reads (a cost on every request)."""
+    if isinstance(item, str):
+        title, body = split_title_body(item)
+        return Question("", title, body)
+    return Question(item.id or "", item.title, item.body)
+
+
 class Service:
     """Scores requests with one loaded model; ``name`` is what responses report as ``model``."""
 
-    def __init__(self, model: ModelDirectory, name: str | None = None, max_documents: int = 1000) -> None:
+    def __init__(self, model: ModelDirectory, name: str | None = None, max_documents: int = 1000,
+                 cache_size: int = DEFAULT_CACHE_SIZE) -> None:
         self.model = model
         self.name = name or f"{model.model_type}:{model.path.name}"
         self.max_documents = max_documents
+        self.cache = EncodingCache(cache_size)
+        try:  # the model's identity in cache keys: its manifest pins every file
+            self._model_key = bytes.fromhex(manifest_digest(model.path))
+        except UserError:  # a directory that went away after loading: this process's own identity
+            self._model_key = f"{model.path}:{id(model)}".encode()
         self.ranges = ranges = component_ranges(model.similarity, model.config.bow_weights)
         beta = model.config.beta.model
         own = {"bow": beta[0], "neural": beta[1]} if beta is not None else {"neural": 1.0}
@@ -119,16 +139,63 @@ class Service:
         self._check_size("documents", len(documents))
         q = query if isinstance(query, Question) else to_question(query)
         docs = [d if isinstance(d, Question) else to_question(d) for d in documents]
-        return self._linear(self.model.rerank(q, docs), stage)
+        return self._linear(self._parts(q, docs, None, None)[0], stage)
+
+    def encode(self, questions: Sequence[Question]) -> tuple[np.ndarray, list[BagOfWords], list[bool]]:
+        """Vectors [N, D], bags of words and whether each came from the cache.
+
+        A raw text seen before is found without preprocessing; the others are preprocessed (that makes
+        their cache key) and looked up again; the ones still missing, each distinct one once, go to the
+        encoder together in one batched call (up to the model's batch size).
+        """
+        raws = [raw_key(self._model_key, q.title, q.body) for q in questions]
+        found: list[Encoding | None] = [None] * len(questions)
+        for i, hit in enumerate(self.cache.get_raw(raws)):
+            if hit is not None:
+                found[i] = hit[1]
+        rest = [i for i, entry in enumerate(found) if entry is None]
+        ids = {i: self.model.token_ids(questions[i]) for i in rest}
+        keys = {i: encoding_key(self._model_key, ids[i]) for i in rest}
+        for i, entry in zip(rest, self.cache.get_many([keys[i] for i in rest]), strict=True):
+            found[i] = entry
+        cached = [entry is not None for entry in found]
+        todo = list({keys[i]: i for i in rest if found[i] is None}.values())
+        fresh: dict[bytes, Encoding] = {}
+        if todo:
+            vectors = self.model.vectors_from_ids([ids[i] for i in todo])
+            bags = self.model.bags_from_ids([ids[i] for i in todo])
+            fresh = {keys[i]: (vectors[j], bags[j]) for j, i in enumerate(todo)}
+        for i in rest:
+            if found[i] is None:
+                found[i] = fresh[keys[i]]
+        self.cache.put_many(list(fresh.items()), [(raws[i], keys[i]) for i in rest])
+        self.cache.record(sum(cached), len(cached) - sum(cached))
+        entries = [entry for entry in found if entry is not None]
+        matrix = (np.stack([vec for vec, _ in entries]) if entries
+                  else np.zeros((0, self.model.dimension), dtype=np.float32))
+        return matrix, [bag for _, bag in entries], cached
+
+    def _parts(self, query: Question, docs: Sequence[Question], first_stage_scores: Sequence[float] | None,
+               stage: str | None) -> tuple[dict[str, np.ndarray], list[bool]]:
+        """Every score of ``docs`` (as ``ModelDirectory.rerank``) and which documents were cached."""
+        vectors, bags, cached = self.encode([query, *docs])
+        parts = self.model.scores(vectors[0], bags[0], vectors[1:], bags[1:], first_stage_scores, stage)
+        return parts, cached[1:]
 
     def rerank(self, req: RerankRequest, params: RerankParams | None = None) -> RerankResponse:
+        """:meth:`rerank_json` as a validated :class:`RerankResponse`."""
+        return RerankResponse.model_validate(self.rerank_json(req, params))
+
+    def rerank_json(self, req: RerankRequest, params: RerankParams | None = None) -> dict[str, Any]:
         """Score every document for the query; results best first, cut to ``top_n``.
 
         With ``first_stage_scores`` the score is the β fusion learned for ``first_stage`` (default:
         the model's); without, the model's own score. Either becomes P(relevant) by the Platt curve
         fit on dev at training time, or, for a model without one, is mapped onto [0, 1] by its
         bounds; both keep the order. With ``score=linear`` (``params``) the score is
-        :meth:`linear_scores` instead, for Elasticsearch's ``linear`` retriever.
+        :meth:`linear_scores` instead, for Elasticsearch's ``linear`` retriever. The answer is the
+        response body as plain JSON values (the HTTP path; building 100 pydantic results cost more
+        than scoring cached candidates), in the shape of :class:`RerankResponse`.
         """
         params = params or RerankParams()
         self._check_size("documents", len(req.documents))
@@ -142,8 +209,8 @@ class Service:
             stage: str | None = self._fusion_stage(first_stage)
         else:
             stage = self._stage(req, first_stage)
-        parts = self.model.rerank(to_question(req.query), [to_question(d) for d in req.documents],
-                                  scores_in, stage)
+        parts, cached = self._parts(_question(req.query), [_question(d) for d in req.documents],
+                                    scores_in, stage)
         if linear:
             assert stage is not None
             raw = relevance = self._linear(parts, stage)
@@ -153,31 +220,31 @@ class Service:
         # Sorted by the raw score: a saturated probability (0 or 1) must not reorder documents.
         order = np.argsort(-raw, kind="stable")[: req.top_n]
         normalised = minmax(np.asarray(scores_in)) if req.explain and scores_in is not None else None
-        results = []
-        for i in order:
-            result = RerankResult(index=int(i), relevance_score=float(relevance[i]))
+        results: list[dict[str, Any]] = []
+        for i, score in zip(order.tolist(), relevance[order].tolist(), strict=True):
+            result: dict[str, Any] = {"index": i, "relevance_score": score}
             if req.return_documents:
                 doc = req.documents[i]
-                result.document = doc.model_dump() if isinstance(doc, DocumentIn) else {"text": doc}
+                result["document"] = doc.model_dump() if isinstance(doc, DocumentIn) else {"text": doc}
             if req.explain:
-                result.explain = {name: float(parts[name][i]) for name in ("neural", "bow", "model")}
+                explain: dict[str, float | bool] = {name: float(parts[name][i]) for name in COMPONENTS}
+                explain["cached"] = cached[i]
                 if linear:
-                    result.explain["linear"] = float(raw[i])
+                    explain["linear"] = float(raw[i])
                 if scores_in is not None and normalised is not None:
-                    result.explain.update(first_stage=float(scores_in[i]),
-                                          first_stage_normalised=float(normalised[i]),
-                                          fused=float(parts["fused"][i]))
+                    explain.update(first_stage=float(scores_in[i]), fused=float(parts["fused"][i]),
+                                   first_stage_normalised=float(normalised[i]))
+                result["explain"] = explain
             results.append(result)
-        return RerankResponse(results=results, model=self.name)
+        return {"results": results, "model": self.name}
 
     def embed(self, req: EmbedRequest) -> EmbedResponse:
         """The neural vector and weighted-BOW terms of each text, for storing in an index."""
         self._check_size("texts", len(req.texts))
-        questions = [to_question(t) for t in req.texts]
-        encoded = self.model.encode(questions)
+        vectors, bags, _ = self.encode([_question(t) for t in req.texts])
         embeddings = [
             Embedding(vector=vec.astype(float).tolist(),
                       terms=dict(zip(self.model.terms(ids), map(float, weights), strict=True)))
-            for vec, (ids, weights) in zip(encoded["neural"], encoded["bow"], strict=True)
+            for vec, (ids, weights) in zip(vectors, bags, strict=True)
         ]
         return EmbedResponse(embeddings=embeddings, model=self.name, dimension=self.model.dimension)
