@@ -54,36 +54,22 @@ class ElasticsearchFirstStage:
             out.append((hit["_id"], float(hit["_score"])))
         return out
 
+    def _run(self, body: dict[str, Any], size: int) -> Hits:
+        answer = call(f"searching {self.index}", self.client.search, index=self.index, query=body, size=size,
+                      source={"includes": SOURCE}, track_total_hits=False)
+        return self._keep(answer["hits"]["hits"])
+
     def search(self, query: Question, k: int, exclude: set[str] | None = None) -> Hits:
         if k <= 0:
             return []
-        body = first_stage_query(self.similarity, self.tokens(query), exclude=exclude)
-        answer = call(
-            f"searching {self.index}",
-            self.client.search,
-            index=self.index,
-            query=body,
-            size=k,
-            source={"includes": SOURCE},
-            track_total_hits=False,
-        )
-        return self._keep(answer["hits"]["hits"])
+        return self._run(first_stage_query(self.similarity, self.tokens(query), exclude=exclude), k)
 
     def score(self, query: Question, doc_ids: Sequence[str]) -> np.ndarray:
         ids = list(doc_ids)
         if not ids:
             return np.zeros(0)
-        body = first_stage_query(self.similarity, self.tokens(query), only=ids)
-        answer = call(
-            f"searching {self.index}",
-            self.client.search,
-            index=self.index,
-            query=body,
-            size=len(set(ids)),
-            source={"includes": SOURCE},
-            track_total_hits=False,
-        )
-        scores = dict(self._keep(answer["hits"]["hits"]))
+        found = self._run(first_stage_query(self.similarity, self.tokens(query), only=ids), len(set(ids)))
+        scores = dict(found)
         missing = [i for i in ids if i not in scores]
         if missing:
             raise UserError(f"{len(missing)} ids are not in index {self.index} (first: {missing[0]!r})")
