@@ -5,9 +5,10 @@ Everything runs through the product's own code on real AskUbuntu data:
 1. **Throughput per model type** (default run): a ``Trainer`` is built for each model type with
    the paper's recipe (``recipe_for``) and paper-size hyper-parameter defaults on the train part
    of an AskUbuntu split of ``train_titles.tsv``; then ``Trainer._ranking_loss`` (or
-   ``_mse_loss``) + backward + clipping + optimiser step is timed for ``--steps`` steps after 2
-   warm-up steps (fewer when ``--max-seconds`` runs out, at least 3). An *example* is a positive
-   pair with its sampled negatives (ranking losses) or a labelled pair (MSE); *questions* counts
+   ``_mse_loss``; ``_in_batch_loss`` for the transformer) + backward + clipping + optimiser step is
+   timed for ``--steps`` steps after 2 warm-up steps (fewer when ``--max-seconds`` runs out, at
+   least 3). An *example* is a positive pair with its sampled negatives (ranking losses; for the
+   in-batch loss the batch's other duplicates) or a labelled pair (MSE); *questions* counts
    the distinct questions each step encodes. Token ids are cached for every question first
    (as they are after a real run's first epoch). Inference: questions encoded per second in eval
    mode under ``torch.no_grad``, batches of 256.
@@ -47,7 +48,7 @@ from tqdm import tqdm
 from es_plugin_bridge.data.spec import read_spec
 from es_plugin_bridge.data.split import split_by_question, write_pairs
 from es_plugin_bridge.data.types import Dataset, Pair, Question
-from es_plugin_bridge.models import MODEL_TYPES, TitleDecoder
+from es_plugin_bridge.models import ALL_TYPES, TitleDecoder
 from es_plugin_bridge.training.recipes import make_optimizer
 from es_plugin_bridge.training.trainer import TrainConfig, Trainer
 
@@ -162,7 +163,8 @@ def model_throughput(
     recipe = trainer.recipe
     model = trainer.model
     optimizer = make_optimizer(recipe, model.parameters())
-    step_loss = trainer._mse_loss if recipe.loss == "mse" else trainer._ranking_loss
+    step_loss = {"mse": trainer._mse_loss, "in-batch": trainer._in_batch_loss}.get(recipe.loss,
+                                                                                    trainer._ranking_loss)
     examples = trainer._epoch_examples()
     size = recipe.batch_size
     encoded_counts = count_encoded(trainer)
@@ -188,7 +190,8 @@ def model_throughput(
         "vocabulary": len(trainer.featurizer.vocab),
         "trainer_init_s": round(init_s, 3),
         "featurize_all_questions_s": round(featurize_s, 3),
-        "example": "labelled pair" if recipe.loss == "mse" else f"positive + {recipe.negatives} negatives",
+        "example": {"mse": "labelled pair", "in-batch": f"positive, {size - 1} in-batch negatives"
+                    }.get(recipe.loss, f"positive + {recipe.negatives} negatives"),
         "timed_steps": len(seconds),
         "seconds_per_step": round(total / len(seconds), 4),
         "examples_per_s": round(size * len(seconds) / total, 2),
@@ -406,7 +409,7 @@ def main() -> None:
     parser.add_argument(
         "--max-seconds", type=float, default=15.0, help="stop timing a measurement after this (>= 3 steps)"
     )
-    parser.add_argument("--models", nargs="+", default=list(MODEL_TYPES), choices=MODEL_TYPES)
+    parser.add_argument("--models", nargs="+", default=list(ALL_TYPES), choices=ALL_TYPES)
     parser.add_argument("--full", action="store_true", help="also the 10-min BOW-CNN and 20-min RCNN runs")
     parser.add_argument("--optimizer", choices=["sgd", "adam", "adadelta"], help="--full BOW-CNN override")
     parser.add_argument("--lr", type=float, help="--full BOW-CNN learning rate (default: the paper's)")

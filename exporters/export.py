@@ -6,6 +6,12 @@ BOW weights (plain float32 ``.npy``), config.json and manifest.json into a tempo
 next to ``out``; load that directory the way the server will (manifest check included) and
 compare its ``neural``/``bow``/``model`` scores with ``NeuralScorer``; only then rename it to
 ``out``. A failure at any step leaves ``out`` untouched.
+
+A ``transformer`` checkpoint exports its encoder as (input_ids, attention_mask) → unit vector and
+adds its ``tokenizer.json``; the rest of the directory is the same. ``quantize="int8"`` replaces the
+verified fp32 graph by onnxruntime's dynamic int8 quantisation, checked against torch with
+``int8_tolerance`` (its differences are quantisation error, not export error) and recorded in
+config.json's ``verification.quantized``.
 """
 
 from __future__ import annotations
@@ -24,20 +30,42 @@ from typing import Any
 import numpy as np
 import onnx
 import onnxruntime
+import tokenizers
 import torch
 from safetensors import SafetensorError
 
 import es_plugin_bridge
-from es_plugin_bridge.core.model_config import FORMAT, FORMAT_VERSION, Beta, ExportedConfig, Verification
+from es_plugin_bridge.core.model_config import (
+    FORMAT,
+    FORMAT_VERSION,
+    Beta,
+    ExportedConfig,
+    SubwordConfig,
+    Verification,
+)
 from es_plugin_bridge.data.types import Dataset, Question
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.models import QuestionSimilarityModel
 from es_plugin_bridge.serving.model_dir import BOW_WEIGHTS, CONFIG, ENCODER, VOCAB, ModelDirectory
+from es_plugin_bridge.serving.tokenizer import TOKENIZER
 from es_plugin_bridge.training import checkpoint as ckpt
 from es_plugin_bridge.training.featurize import Featurizer
 from es_plugin_bridge.training.scorer import NeuralScorer
 from exporters.manifest import write_manifest
-from exporters.onnx_graph import INPUTS, OPSET, OUTPUT, export_verified
+from exporters.onnx_graph import (
+    INPUTS,
+    OPSET,
+    OUTPUT,
+    SUBWORD_INPUTS,
+    Probe,
+    compare,
+    compare_subword,
+    export_subword_verified,
+    export_verified,
+    probes,
+    quantize_int8,
+    subword_probes,
+)
 
 SAMPLES = Path(es_plugin_bridge.__file__).parent / "samples"
 TRAIN_SUMMARY = ("best_dev_map", "best_epoch", "seconds")
@@ -58,6 +86,7 @@ class ExportResult:
     score_max_abs_diff: float
     seconds: float
     files: dict[str, int] = field(default_factory=dict)
+    quantized: str | None = None
 
 
 def load_source(directory: Path) -> tuple[QuestionSimilarityModel, Featurizer, dict[str, Any]]:
@@ -140,6 +169,7 @@ def _config(
     dynamic: bool,
     verification: Verification,
 ) -> ExportedConfig:
+    subword = model.model_type == "transformer"
     fusion = source.get("fusion") or {}
     calibration = {name: fit["calibration"] for name, fit in fusion.get("first_stages", {}).items()
                    if fit.get("calibration")}
@@ -161,7 +191,8 @@ def _config(
         max_title=featurizer.max_title,
         max_body=featurizer.max_body,
         dynamic_length=dynamic,
-        inputs=INPUTS,
+        inputs=SUBWORD_INPUTS if subword else INPUTS,
+        tokenizer=SubwordConfig(max_length=model.tokenizer.max_length) if subword else None,
         output=OUTPUT,
         opset=OPSET,
         text=featurizer.preprocessor.options.model_dump(mode="json"),
@@ -173,6 +204,7 @@ def _config(
             "onnx": onnx.__version__,
             "onnxruntime": onnxruntime.__version__,
             "numpy": np.__version__,
+            **({"tokenizers": tokenizers.__version__} if subword else {}),
         },
         verification=verification,
         model=source.get("model", {}),
@@ -209,6 +241,8 @@ def export_checkpoint(
     verify_specs: Sequence[str] | None = None,
     tolerance: float = 1e-4,
     max_questions: int = 64,
+    quantize: str | None = None,
+    int8_tolerance: float = 0.05,
 ) -> ExportResult:
     """Export ``checkpoint`` to the model directory ``out`` (see the module docstring)."""
     started = time.monotonic()
@@ -219,12 +253,38 @@ def export_checkpoint(
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.export-"))
     try:
-        dynamic, diffs = export_verified(model, featurizer, questions, tmp / ENCODER, tolerance)
+        subword = model.model_type == "transformer"
+        if subword:
+            diffs = export_subword_verified(model, featurizer, questions, tmp / ENCODER, tolerance)
+            dynamic = True
+            (tmp / TOKENIZER).write_text(model.tokenizer.to_str(), encoding="utf-8")
+        else:
+            dynamic, diffs = export_verified(model, featurizer, questions, tmp / ENCODER, tolerance)
+        extra: dict[str, Any] = {}
+        if quantize is not None:
+            if quantize != "int8":
+                raise UserError(f"--quantize {quantize!r}: only int8 is supported")
+            quantize_int8(tmp / ENCODER)
+            fp32 = max(diffs.values())
+            if subword:
+                diffs = compare_subword(model, featurizer, tmp / ENCODER, subword_probes(questions),
+                                        measure="cosine")
+            else:
+                checks = probes(questions) if dynamic else [Probe(p.name, p.questions, True)
+                                                            for p in probes(questions)]
+                diffs = compare(model, featurizer, tmp / ENCODER, checks, measure="cosine")
+            extra = {"quantized": "int8", "fp32_max_abs_diff": fp32, "measure": "cosine"}
+            tolerance = int8_tolerance
+            if not max(diffs.values()) <= tolerance:
+                raise UserError(f"the int8 encoder's vectors differ from torch's by 1 − cosine = "
+                                f"{max(diffs.values()):.3g} > {tolerance:g} (--int8-tolerance); "
+                                "nothing was written")
         featurizer.vocab.save(tmp / VOCAB)
         weights = NeuralScorer(model, featurizer).bow_weights.astype(np.float32)
         np.save(tmp / BOW_WEIGHTS, weights, allow_pickle=False)
         verification = Verification(
-            questions=len(questions), tolerance=tolerance, max_abs_diff=max(diffs.values()), probes=diffs
+            questions=len(questions), tolerance=tolerance, max_abs_diff=max(diffs.values()), probes=diffs,
+            **extra,
         )
         _write_config(tmp, _config(model, featurizer, source, checkpoint, dynamic, verification))
         write_manifest(tmp)
@@ -254,6 +314,7 @@ def export_checkpoint(
         score_max_abs_diff=score_diff,
         seconds=time.monotonic() - started,
         files=files,
+        quantized=quantize,
     )
 
 

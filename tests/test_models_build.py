@@ -12,8 +12,8 @@ from es_plugin_bridge.models import MODEL_TYPES, build_model, hyper_defaults, ma
 
 
 def test_unknown_model_type_names_it_and_the_choices():
-    with pytest.raises(UserError, match=r"unknown model type 'transformer'.*bow-cnn.*siamese-cnn"):
-        build_model("transformer", 100)
+    with pytest.raises(UserError, match=r"unknown model type 'bert-large'.*bow-cnn.*siamese-cnn"):
+        build_model("bert-large", 100)
 
 
 @pytest.mark.parametrize(

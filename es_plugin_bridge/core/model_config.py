@@ -85,8 +85,22 @@ class Verification(BaseModel):
 
     questions: int
     tolerance: float
+    #: The largest difference found, in ``measure``: ``abs`` = max |onnxruntime − torch| of the vector
+    #: components (fp32 export); ``cosine`` = max 1 − cos(onnxruntime vector, torch vector) (int8).
     max_abs_diff: float
+    measure: Literal["abs", "cosine"] = "abs"
     score_max_abs_diff: float | None = None
+
+
+class SubwordConfig(BaseModel):
+    """A transformer's sub-word tokenizer (``tokenizer.json``, read by ``serving.tokenizer``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    file: Literal["tokenizer.json"] = "tokenizer.json"
+    max_length: int = Field(ge=2, le=MAX_LENGTH)
+    #: What the tokenizer reads: the preprocessed title and cut body tokens joined by spaces.
+    text: Literal["tokens"] = "tokens"
 
 
 class ExportedConfig(BaseModel):
@@ -101,7 +115,10 @@ class ExportedConfig(BaseModel):
     max_title: int = Field(ge=1, le=MAX_LENGTH)
     max_body: int = Field(ge=1, le=MAX_LENGTH)
     dynamic_length: bool
-    inputs: tuple[str, str, str, str] = ("title_ids", "title_mask", "body_ids", "body_mask")
+    #: The papers' graphs take (title_ids, title_mask, body_ids, body_mask); a transformer's
+    #: (input_ids, attention_mask) from its ``tokenizer``.
+    inputs: tuple[str, ...] = Field(("title_ids", "title_mask", "body_ids", "body_mask"), min_length=2,
+                                    max_length=4)
     output: str = "neural"
     opset: int
     text: dict[str, Any]
@@ -109,6 +126,7 @@ class ExportedConfig(BaseModel):
     bow_weights: Literal["learned", "idf"]
     versions: dict[str, str]
     verification: Verification | None = None
+    tokenizer: SubwordConfig | None = None
     model: dict[str, Any] = Field(default_factory=dict)
     source: dict[str, Any] = Field(default_factory=dict)
 

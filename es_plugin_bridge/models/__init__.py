@@ -1,23 +1,37 @@
-"""The papers' neural question-similarity models behind one encoder interface.
+"""The neural question-similarity models behind one encoder interface.
 
-``build_model`` makes a :class:`QuestionSimilarityModel` for any of :data:`MODEL_TYPES`;
-``TitleDecoder`` pre-trains the RCNN / LSTM / GRU encoders (Lei et al., Section 4.2).
+``build_model`` makes a :class:`QuestionSimilarityModel` for any of the papers' :data:`MODEL_TYPES`;
+``TitleDecoder`` pre-trains the RCNN / LSTM / GRU encoders (Lei et al., Section 4.2); every type,
+the transformer included, is one entry of ``models.registry``. Attributes load lazily, so importing
+the torch-free registry (``esrerank --help``) does not import torch.
 """
 
-from es_plugin_bridge.models.base import MODEL_TYPES, Encoder
-from es_plugin_bridge.models.hyper import PRETRAINABLE_TYPES, hyper_defaults
-from es_plugin_bridge.models.pretrain import TitleDecoder
-from es_plugin_bridge.models.similarity import cosine_similarity, manhattan_similarity
-from es_plugin_bridge.models.similarity_model import QuestionSimilarityModel, build_model
+from __future__ import annotations
 
-__all__ = [
-    "MODEL_TYPES",
-    "PRETRAINABLE_TYPES",
-    "Encoder",
-    "QuestionSimilarityModel",
-    "TitleDecoder",
-    "build_model",
-    "cosine_similarity",
-    "hyper_defaults",
-    "manhattan_similarity",
-]
+import importlib
+from typing import Any
+
+_WHERE = {
+    "ALL_TYPES": "registry",
+    "MODEL_TYPES": "registry",
+    "PRETRAINABLE_TYPES": "registry",
+    "REGISTRY": "registry",
+    "Encoder": "base",
+    "hyper_defaults": "hyper",
+    "TitleDecoder": "pretrain",
+    "cosine_similarity": "similarity",
+    "manhattan_similarity": "similarity",
+    "QuestionSimilarityModel": "similarity_model",
+    "build_model": "similarity_model",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value

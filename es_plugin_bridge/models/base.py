@@ -1,4 +1,4 @@
-"""The encoder interface every neural question encoder implements, and the model-type names."""
+"""The encoder interface every neural question encoder implements."""
 
 from __future__ import annotations
 
@@ -6,11 +6,14 @@ import numpy as np
 import torch
 from torch import nn
 
+from es_plugin_bridge.models.registry import MODEL_TYPES  # re-exported: the papers' types
+
 #: Ids the vocabulary reserves (training/vocab.py): padding and the one id of every unknown word.
 PAD_ID = 0
 UNK_ID = 1
 
-MODEL_TYPES = ("bow-cnn", "cnn", "rcnn", "lstm", "gru", "siamese-lstm", "siamese-cnn")
+
+__all__ = ["MODEL_TYPES", "PAD_ID", "UNK_ID", "Encoder", "make_embedding"]
 
 
 class Encoder(nn.Module):

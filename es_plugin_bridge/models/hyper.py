@@ -4,7 +4,9 @@ Defaults: BOW-CNN and CNN from dos Santos et al. Table 2 (window 3; 400 and 1000
 RCNN, LSTM, GRU from Lei et al. Table 3 (hidden 400 / 240 / 280, n = 2) with their best
 pooling (Table 2) and title/body averaging; Siamese LSTM / CNN from paper 004 Sections 5.3–5.4
 (LSTM 50, 32 filters of width 3, dropout 0.5, Manhattan similarity). Bogdanova's CNN is
-``cnn`` with ``pooling="sum", conv_units=300``.
+``cnn`` with ``pooling="sum", conv_units=300``. The transformer's are its input cap and pooling (the
+pretrained network's own sizes come with its weights). Which class belongs to which type is said once,
+in ``models.registry``.
 """
 
 from __future__ import annotations
@@ -14,8 +16,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from es_plugin_bridge.errors import UserError
-
-PRETRAINABLE_TYPES = ("rcnn", "lstm", "gru")
 
 
 class _Common(BaseModel):
@@ -73,27 +73,28 @@ class SiameseCNNHyper(_Common):
     similarity: Literal["cosine", "manhattan"] = "manhattan"
 
 
-HYPER_CLASSES: dict[str, type[_Common]] = {
-    "bow-cnn": BowCNNHyper,
-    "cnn": CNNHyper,
-    "rcnn": RCNNHyper,
-    "lstm": LSTMHyper,
-    "gru": GRUHyper,
-    "siamese-lstm": SiameseLSTMHyper,
-    "siamese-cnn": SiameseCNNHyper,
-}
+class TransformerHyper(BaseModel):
+    """A sentence-transformers bi-encoder: title and cut body as one text, mean pooling, unit vectors."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_length: int = Field(128, ge=8, le=512)  # sub-word tokens, [CLS] and [SEP] included
+    pooling: Literal["mean"] = "mean"
+    similarity: Literal["cosine"] = "cosine"
+    text_combine: Literal["concat"] = "concat"
+    symmetric: bool = False  # in-batch loss in both directions (q1 → q2 and q2 → q1)
 
 
-def check_model_type(model_type: str) -> None:
-    """UserError for a name outside MODEL_TYPES."""
-    if model_type not in HYPER_CLASSES:
-        raise UserError(f"unknown model type {model_type!r}; choose one of {', '.join(HYPER_CLASSES)}")
+def hyper_class(model_type: str) -> type[BaseModel]:
+    """The hyper-parameter class of a registered type; UserError for an unknown type."""
+    from es_plugin_bridge.models.registry import model_type as entry  # registry imports this module
+
+    return entry(model_type).hyper
 
 
-def parse_hyper(model_type: str, hyper: dict[str, Any]) -> _Common:
+def parse_hyper(model_type: str, hyper: dict[str, Any]) -> BaseModel:
     """Validated hyper-parameters for ``model_type``; UserError naming the bad or unknown parameter."""
-    check_model_type(model_type)
-    cls = HYPER_CLASSES[model_type]
+    cls = hyper_class(model_type)
     try:
         return cls(**hyper)
     except ValidationError as error:
@@ -112,5 +113,4 @@ def parse_hyper(model_type: str, hyper: dict[str, Any]) -> _Common:
 
 def hyper_defaults(model_type: str) -> dict[str, Any]:
     """The default hyper-parameters of a model type, JSON-ready."""
-    check_model_type(model_type)
-    return HYPER_CLASSES[model_type]().model_dump(mode="json")
+    return hyper_class(model_type)().model_dump(mode="json")

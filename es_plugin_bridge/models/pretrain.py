@@ -21,7 +21,7 @@ from torch import nn
 
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.models.base import Encoder
-from es_plugin_bridge.models.hyper import PRETRAINABLE_TYPES
+from es_plugin_bridge.models.registry import PRETRAINABLE_TYPES
 from es_plugin_bridge.models.sequences import embed, lengths, pad_to, stack_rows
 from es_plugin_bridge.models.similarity_model import QuestionSimilarityModel
 

@@ -21,56 +21,20 @@ import torch
 from torch import nn
 
 from es_plugin_bridge.errors import UserError
-from es_plugin_bridge.models.attentive_lstm import AttentiveLSTMEncoder
+from es_plugin_bridge.models import registry
 from es_plugin_bridge.models.base import Encoder, make_embedding
 from es_plugin_bridge.models.bow import WeightedBagOfWords, bow_cosine
-from es_plugin_bridge.models.cnn import ConvEncoder
 from es_plugin_bridge.models.hyper import parse_hyper
-from es_plugin_bridge.models.rcnn import RCNNEncoder
-from es_plugin_bridge.models.recurrent import RecurrentEncoder
 from es_plugin_bridge.models.sequences import check_left_aligned, concat_packed, has_tokens, stack_rows
-from es_plugin_bridge.models.siamese_cnn import SiameseCNNEncoder
 from es_plugin_bridge.models.similarity import SIMILARITY_FUNCTIONS
 
 QUESTION_KEYS = ("title_ids", "title_mask", "body_ids", "body_mask")
 
 
 def _make_encoder(model_type: str, embedding: nn.Embedding, hyper: Any) -> Encoder:
-    if model_type in ("bow-cnn", "cnn"):
-        return ConvEncoder(
-            embedding,
-            window=hyper.window,
-            conv_units=hyper.conv_units,
-            pooling=hyper.pooling,
-            dropout=hyper.dropout,
-        )
-    if model_type == "rcnn":
-        return RCNNEncoder(
-            embedding,
-            hidden_dim=hyper.hidden_dim,
-            order=hyper.order,
-            pooling=hyper.pooling,
-            dropout=hyper.dropout,
-        )
-    if model_type in ("lstm", "gru"):
-        return RecurrentEncoder(
-            embedding,
-            cell=model_type,
-            hidden_dim=hyper.hidden_dim,
-            pooling=hyper.pooling,
-            dropout=hyper.dropout,
-        )
-    if model_type == "siamese-lstm":
-        return AttentiveLSTMEncoder(
-            embedding, hidden_dim=hyper.hidden_dim, attention_dim=hyper.attention_dim, dropout=hyper.dropout
-        )
-    return SiameseCNNEncoder(
-        embedding,
-        num_filters=hyper.num_filters,
-        kernel_sizes=hyper.kernel_sizes,
-        dense_dim=hyper.dense_dim,
-        dropout=hyper.dropout,
-    )
+    """The registry entry's encoder class, built from the hyper-parameters of its argument names."""
+    entry = registry.model_type(model_type)
+    return registry.encoder_class(entry)(embedding, **registry.encoder_kwargs(entry, hyper))
 
 
 class QuestionSimilarityModel(nn.Module):
@@ -214,6 +178,10 @@ def build_model(
     Without them (e.g. rebuilding from ``config()`` before ``load_state_dict``) word vectors start
     random and the BOW weights t at ones. Unknown type or bad hyper-parameter → UserError.
     """
+    entry = registry.model_type(model_type)
+    if entry.family != "paper":
+        raise UserError(f"model type {model_type!r} is not built over the vocabulary: use "
+                        f"es_plugin_bridge.models.transformer for it")
     parsed = parse_hyper(model_type, hyper)
     if not isinstance(vocab_size, int) or isinstance(vocab_size, bool) or vocab_size < 1:
         raise UserError(f"vocab_size must be a positive integer, got {vocab_size!r}")
@@ -229,6 +197,6 @@ def build_model(
     embedding = make_embedding(vocab_size, embedding_dim, embeddings, freeze=parsed.freeze_embeddings)
     encoder = _make_encoder(model_type, embedding, parsed)
     bow = None
-    if model_type == "bow-cnn":
+    if entry.learned_bow:
         bow = WeightedBagOfWords(vocab_size, init=parsed.bow_init, idf=idf, trainable=parsed.bow_trainable)
     return QuestionSimilarityModel(model_type, vocab_size, embedding_dim, parsed, encoder, bow)

@@ -132,6 +132,10 @@ class ModelDirectory:
         if names != sorted(config.inputs) or [o.name for o in session.get_outputs()] != [config.output]:
             raise UserError(f"{path / ENCODER}: inputs/outputs differ from those in {CONFIG}")
         loaded = cls(path, config, vocab, weights, session, batch_size)
+        if config.tokenizer is not None:  # a transformer: sub-word inputs from tokenizer.json
+            from es_plugin_bridge.serving.transformer_dir import with_tokenizer
+
+            loaded = with_tokenizer(loaded, files)
         try:  # one real run, so a graph that cannot serve fails here rather than on the first request
             shape = loaded.vectors([Question("load-check", "load check", "")]).shape
         except ValueError as exc:  # numpy: the graph's output does not fit [1, dimension]

@@ -8,6 +8,9 @@ Layout written by ``esrerank train --out DIR``::
     model.safetensors  the model's state dict
     history.json       per-epoch loss and dev metric
     training.png       the same, plotted
+
+A ``transformer`` checkpoint adds ``transformer_config.json`` (the network's sizes) and
+``tokenizer.json``, so it rebuilds without the directory it was initialised from.
 """
 
 from __future__ import annotations
@@ -24,8 +27,9 @@ from safetensors.torch import load_file, save_file
 from es_plugin_bridge import __version__
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.models import QuestionSimilarityModel, build_model
+from es_plugin_bridge.models.registry import model_type
 from es_plugin_bridge.text import Preprocessor, TextOptions
-from es_plugin_bridge.training.featurize import Featurizer
+from es_plugin_bridge.training.featurize import Featurizer, SubwordFeaturizer
 from es_plugin_bridge.training.vocab import Vocabulary
 
 CONFIG = "config.json"
@@ -43,9 +47,7 @@ def write_json(path: Path, data: Any) -> None:
     os.replace(tmp, path)
 
 
-def save_checkpoint(
-    out: Path, model: QuestionSimilarityModel, featurizer: Featurizer, extra: dict[str, Any]
-) -> None:
+def save_checkpoint(out: Path, model: Any, featurizer: Featurizer, extra: dict[str, Any]) -> None:
     """Save weights, vocabulary and config into ``out`` (created if needed)."""
     out.mkdir(parents=True, exist_ok=True)
     state = {k: v.detach().contiguous().clone() for k, v in model.state_dict().items()}
@@ -53,6 +55,8 @@ def save_checkpoint(
     save_file(state, str(tmp))
     os.replace(tmp, out / WEIGHTS)
     featurizer.vocab.save(out / VOCAB)
+    if hasattr(model, "save_files"):  # the transformer's network config and tokenizer
+        model.save_files(out)
     config = {
         "format": FORMAT,
         "version": __version__,
@@ -87,7 +91,13 @@ def load_checkpoint(directory: Path) -> tuple[QuestionSimilarityModel, Featurize
     directory = Path(directory)
     config = read_config(directory)
     vocab = Vocabulary.load(directory / VOCAB)
-    model = build_model(**config["model"])
+    family = model_type(config["model"].get("model_type", "")).family
+    if family == "transformer":
+        from es_plugin_bridge.models.transformer import transformer_from_checkpoint
+
+        model = transformer_from_checkpoint(directory, config["model"])
+    else:
+        model = build_model(**config["model"])
     weights = directory / WEIGHTS
     if not weights.is_file():
         raise UserError(f"{directory}: {WEIGHTS} is missing")
@@ -98,5 +108,10 @@ def load_checkpoint(directory: Path) -> tuple[QuestionSimilarityModel, Featurize
         raise UserError(f"{weights}: weights do not fit the model in {CONFIG}: {exc}") from None
     model.eval()
     options = TextOptions.from_mapping(config["text"], source=str(directory / CONFIG))
-    featurizer = Featurizer(Preprocessor(options), vocab, config["max_title"], config["max_body"])
+    if family == "transformer":
+        featurizer: Featurizer = SubwordFeaturizer(
+            Preprocessor(options), vocab, model.tokenizer, config["max_title"], config["max_body"]
+        )
+    else:
+        featurizer = Featurizer(Preprocessor(options), vocab, config["max_title"], config["max_body"])
     return model, featurizer, config

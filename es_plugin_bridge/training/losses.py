@@ -5,6 +5,8 @@
 - ``max_margin_loss`` (Lei et al. 2016): max(0, δ − s_pos + max_k s_neg); δ = 1.0 as in the
   authors' released code (the paper only says "a small constant").
 - ``mse_loss`` (Bogdanova et al. 2015; paper 004): mean (s − y)² against 0/1 labels.
+- ``in_batch_loss`` (Henderson et al. 2017; sentence-transformers' MultipleNegativesRankingLoss): the
+  cross-entropy of picking each query's duplicate among every duplicate of the batch, scores scaled.
 
 ``neg_mask`` [B, K] (True = a real negative) lets rows carry fewer than K negatives; a row with
 none contributes zero loss.
@@ -76,15 +78,31 @@ def mse_loss(scores: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return F.mse_loss(scores, labels.to(scores.dtype))
 
 
-LOSSES = {"logistic": logistic_ranking_loss, "max-margin": max_margin_loss, "mse": mse_loss}
-"""Each model type's paper objective: see ``PAPER_LOSS``."""
+def in_batch_loss(
+    scores: torch.Tensor, *, scale: float = 20.0, mask: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Cross-entropy of [B, B] query × duplicate similarities with the diagonal as the target.
 
-PAPER_LOSS = {
-    "bow-cnn": "logistic",
-    "cnn": "logistic",
-    "rcnn": "max-margin",
-    "lstm": "max-margin",
-    "gru": "max-margin",
-    "siamese-lstm": "mse",
-    "siamese-cnn": "mse",
-}
+    Row i's other columns are the negatives; ``mask`` [B, B] (True = keep) drops the columns that are
+    not negatives of row i (a known duplicate of its query sitting elsewhere in the batch).
+    """
+    if scores.dim() != 2 or scores.shape[0] != scores.shape[1]:
+        raise ValueError(f"in-batch scores must be [B, B], got shape {tuple(scores.shape)}")
+    logits = scale * scores
+    if mask is not None:
+        logits = logits.masked_fill(~mask, float("-inf"))
+    return F.cross_entropy(logits, torch.arange(scores.shape[0], device=scores.device))
+
+
+LOSSES = {"logistic": logistic_ranking_loss, "max-margin": max_margin_loss, "mse": mse_loss,
+          "in-batch": in_batch_loss}
+
+
+def _paper_losses() -> dict[str, str]:
+    from es_plugin_bridge.models.registry import MODEL_TYPES, REGISTRY
+
+    return {name: REGISTRY[name].recipe.loss for name in MODEL_TYPES}
+
+
+#: Each paper model type's objective (from its registry entry).
+PAPER_LOSS = _paper_losses()

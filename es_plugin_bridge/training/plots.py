@@ -15,7 +15,8 @@ def plot_history(history: Sequence[Mapping[str, float]], path: Path, title: str)
     """Write ``path`` from history rows with keys epoch, loss, dev_map."""
     epochs = [row["epoch"] for row in history]
     fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.5))
-    left.plot(epochs, [row["loss"] for row in history], marker="o")
+    losses = [float("nan") if row["loss"] is None else row["loss"] for row in history]  # epoch 0: none
+    left.plot(epochs, losses, marker="o")
     left.set_xlabel("epoch")
     left.set_ylabel("training loss")
     right.plot(epochs, [100 * row["dev_map"] for row in history], marker="o", color="tab:green")

@@ -1,58 +1,38 @@
-"""Each paper's training recipe per model type: loss, optimiser, learning rate, clipping.
+"""Each model type's training recipe, read from its registry entry (``models.registry``).
 
 - bow-cnn, cnn: dos Santos et al. 2015 — logistic ranking loss (γ = 10, hardest of 20 negatives),
   SGD with lr 0.01 (BOW-CNN) / 0.05 (CNN), Table 2.
 - rcnn, lstm, gru: Lei et al. 2016 — max-margin over 20 random negatives, Adam lr 1e-3.
 - siamese-lstm, siamese-cnn: paper 004 — MSE on 0/1 labels, Adadelta, gradient clipping 1.25.
+- transformer: in-batch negatives (MultipleNegativesRankingLoss), AdamW with a linear warm-up.
 Bogdanova et al.'s CNN is ``cnn`` trained with ``--loss mse``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import torch
 
 from es_plugin_bridge.errors import UserError
-from es_plugin_bridge.training.losses import PAPER_LOSS
+from es_plugin_bridge.models.registry import LOSS_NAMES, OPTIMIZERS, REGISTRY, Recipe, model_type
+
+RECIPES: dict[str, Recipe] = {name: entry.recipe for name, entry in REGISTRY.items()}
 
 
-@dataclass(frozen=True)
-class Recipe:
-    loss: str
-    optimizer: str
-    lr: float
-    clip: float | None = 5.0
-    negatives: int = 20
-    batch_size: int = 32
-    margin: float = 1.0
-    gamma: float = 10.0
-
-
-RECIPES: dict[str, Recipe] = {
-    "bow-cnn": Recipe("logistic", "sgd", 0.01),
-    "cnn": Recipe("logistic", "sgd", 0.05),
-    "rcnn": Recipe("max-margin", "adam", 1e-3),
-    "lstm": Recipe("max-margin", "adam", 1e-3),
-    "gru": Recipe("max-margin", "adam", 1e-3),
-    "siamese-lstm": Recipe("mse", "adadelta", 1.0, clip=1.25, batch_size=64),
-    "siamese-cnn": Recipe("mse", "adadelta", 1.0, clip=1.25, batch_size=64),
-}
-assert all(RECIPES[t].loss == loss for t, loss in PAPER_LOSS.items())
-
-
-def recipe_for(model_type: str, **overrides: Any) -> Recipe:
-    """The paper's recipe with the non-None ``overrides`` applied; UserError on a bad value."""
-    if model_type not in RECIPES:
-        raise UserError(f"unknown model type {model_type!r}; choose one of {', '.join(RECIPES)}")
-    recipe = replace(RECIPES[model_type], **{k: v for k, v in overrides.items() if v is not None})
-    if recipe.loss not in PAPER_LOSS.values():
-        raise UserError(f"unknown loss {recipe.loss!r}; choose one of logistic, max-margin, mse")
-    if recipe.optimizer not in ("sgd", "adam", "adadelta"):
-        raise UserError(f"unknown optimizer {recipe.optimizer!r}; choose one of sgd, adam, adadelta")
+def recipe_for(model_type_name: str, **overrides: Any) -> Recipe:
+    """The type's recipe with the non-None ``overrides`` applied; UserError on a bad value."""
+    given = {k: v for k, v in overrides.items() if v is not None}
+    recipe = replace(model_type(model_type_name).recipe, **given)
+    if recipe.loss not in LOSS_NAMES:
+        raise UserError(f"unknown loss {recipe.loss!r}; choose one of {', '.join(LOSS_NAMES)}")
+    if recipe.optimizer not in OPTIMIZERS:
+        raise UserError(f"unknown optimizer {recipe.optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
     if recipe.lr <= 0 or recipe.batch_size < 1 or recipe.negatives < 1:
         raise UserError("learning rate, batch size and negatives must be positive")
+    if recipe.loss == "in-batch" and recipe.batch_size < 2:
+        raise UserError("the in-batch loss needs a batch size of at least 2 (other rows are the negatives)")
     return recipe
 
 
@@ -62,4 +42,18 @@ def make_optimizer(recipe: Recipe, params: Any) -> torch.optim.Optimizer:
         return torch.optim.SGD(params, lr=recipe.lr)
     if recipe.optimizer == "adam":
         return torch.optim.Adam(params, lr=recipe.lr)
+    if recipe.optimizer == "adamw":
+        return torch.optim.AdamW(params, lr=recipe.lr, weight_decay=0.01)
     return torch.optim.Adadelta(params, lr=recipe.lr)
+
+
+def warmup_schedule(
+    recipe: Recipe, optimizer: torch.optim.Optimizer
+) -> torch.optim.lr_scheduler.LambdaLR | None:
+    """Linear warm-up over ``recipe.warmup`` steps, then the constant rate (a budget has no known end)."""
+    if recipe.warmup <= 0:
+        return None
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / recipe.warmup))
+
+
+__all__ = ["RECIPES", "Recipe", "make_optimizer", "recipe_for", "warmup_schedule"]

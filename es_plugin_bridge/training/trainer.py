@@ -25,17 +25,18 @@ from es_plugin_bridge.data.types import Dataset, Question, RankingQuery
 from es_plugin_bridge.engines import EmbeddedIndex
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.models import PRETRAINABLE_TYPES, QuestionSimilarityModel, TitleDecoder, build_model
+from es_plugin_bridge.models.registry import model_type
 from es_plugin_bridge.text import Preprocessor, TextOptions
 from es_plugin_bridge.training.calibration import fit_platt
 from es_plugin_bridge.training.checkpoint import save_checkpoint, write_json
 from es_plugin_bridge.training.devdata import FORCED, PAIR_QUERIES, WINDOW, dev_queries
 from es_plugin_bridge.training.embeddings import embedding_matrix
 from es_plugin_bridge.training.examples import TrainingSet, build_training_set
-from es_plugin_bridge.training.featurize import Featurizer
+from es_plugin_bridge.training.featurize import Featurizer, SubwordFeaturizer
 from es_plugin_bridge.training.fusion import fit_weights, fuse, mean_ap
 from es_plugin_bridge.training.losses import LOSSES
 from es_plugin_bridge.training.plots import plot_history
-from es_plugin_bridge.training.recipes import Recipe, make_optimizer, recipe_for
+from es_plugin_bridge.training.recipes import Recipe, make_optimizer, recipe_for, warmup_schedule
 from es_plugin_bridge.training.scorer import NeuralScorer
 from es_plugin_bridge.training.vocab import Vocabulary
 
@@ -68,6 +69,7 @@ class TrainConfig:
     dev_window: int = WINDOW
     max_dev_queries: int | None = 1000  # the one default (dev_queries takes it from here)
     show_progress: bool = True
+    init: str | None = None  # transformer: local sentence-transformers directory (default: the packaged one)
 
 
 def set_seed(seed: int) -> random.Random:
@@ -107,17 +109,30 @@ class Trainer:
         if long_titles:
             log.warning("%d of %d training titles are longer than %d tokens and are cut to it (--max-title)",
                         long_titles, len(self.data.questions), cfg.max_title)
-        matrix = embedding_matrix(
-            vocab, cfg.embeddings, None if cfg.embeddings else cfg.embedding_dim, seed=cfg.seed
-        )
-        self.model: QuestionSimilarityModel = build_model(
-            cfg.model_type,
-            len(vocab),
-            embedding_dim=int(matrix.shape[1]),
-            embeddings=matrix,
-            idf=vocab.idf,
-            **cfg.hyper,
-        )
+        self.family = model_type(cfg.model_type).family
+        if self.family == "transformer":
+            from es_plugin_bridge.models.transformer import build_transformer
+
+            if cfg.embeddings:
+                raise UserError("--embeddings do not apply to the transformer type (it has its own)")
+            self.model: QuestionSimilarityModel = build_transformer(cfg.init, **cfg.hyper)  # type: ignore[assignment]
+            self.featurizer = SubwordFeaturizer(
+                self.preprocessor, vocab, self.model.tokenizer, cfg.max_title, cfg.max_body  # type: ignore[arg-type]
+            )
+        else:
+            if cfg.init:
+                raise UserError(f"--init applies to the transformer type, not {cfg.model_type}")
+            matrix = embedding_matrix(
+                vocab, cfg.embeddings, None if cfg.embeddings else cfg.embedding_dim, seed=cfg.seed
+            )
+            self.model = build_model(
+                cfg.model_type,
+                len(vocab),
+                embedding_dim=int(matrix.shape[1]),
+                embeddings=matrix,
+                idf=vocab.idf,
+                **cfg.hyper,
+            )
         self.pool = self.data.pool
         self.history: list[dict[str, float]] = []
         self.started = time.monotonic()
@@ -156,6 +171,31 @@ class Trainer:
         )
         return LOSSES[self.recipe.loss](pos, neg, neg_mask=neg_mask, **kwargs)
 
+    def _in_batch_loss(self, batch: Sequence[tuple[str, str]]) -> torch.Tensor:
+        """Each query's duplicate against the batch's other duplicates (MultipleNegativesRankingLoss).
+
+        A column that is a known duplicate of row i's query (big clusters put several pairs of one
+        cluster in a batch) or the query itself is no negative: it is masked out of row i.
+        """
+        q, dupes = self.data.questions, self.data.duplicates
+        encoded, where = self._encode([q[a] for a, _ in batch] + [q[b] for _, b in batch])
+        qa = encoded["neural"][torch.tensor([where[a] for a, _ in batch])]
+        qb = encoded["neural"][torch.tensor([where[b] for _, b in batch])]
+        if self.model.similarity == "manhattan":
+            scores = torch.exp(-torch.cdist(qa, qb, p=1))
+        else:  # cosine (the transformer's vectors are unit already; normalising again changes nothing)
+            scores = torch.nn.functional.normalize(qa, dim=1) @ torch.nn.functional.normalize(qb, dim=1).T
+        n = len(batch)
+        keep = torch.ones((n, n), dtype=torch.bool)
+        for i, (a, b) in enumerate(batch):
+            for j, (_, other) in enumerate(batch):
+                if i != j and (other in (a, b) or other in dupes.get(a, ())):
+                    keep[i, j] = False
+        loss = LOSSES["in-batch"](scores, scale=self.recipe.scale, mask=keep)
+        if getattr(self.model.hyper, "symmetric", False):
+            loss = (loss + LOSSES["in-batch"](scores.T, scale=self.recipe.scale, mask=keep.T)) / 2
+        return loss
+
     def _mse_loss(self, batch: Sequence[tuple[str, str, int]]) -> torch.Tensor:
         q = self.data.questions
         encoded, where = self._encode([q[a] for a, _, _ in batch] + [q[b] for _, b, _ in batch])
@@ -175,7 +215,7 @@ class Trainer:
         else:
             examples = list(self.data.positives)
         self.rng.shuffle(examples)
-        cap = self.cfg.examples_per_epoch
+        cap = self.cfg.examples_per_epoch or self.recipe.examples_per_epoch
         return examples[:cap] if cap else examples
 
     # -- evaluation -----------------------------------------------------------------------------
@@ -224,9 +264,18 @@ class Trainer:
         self.pretrain()
         self.model.train()
         optimizer = make_optimizer(self.recipe, self.model.parameters())
-        step_loss = self._mse_loss if self.recipe.loss == "mse" else self._ranking_loss
+        schedule = warmup_schedule(self.recipe, optimizer)
+        step_loss = {"mse": self._mse_loss, "in-batch": self._in_batch_loss}.get(
+            self.recipe.loss, self._ranking_loss
+        )
         best, best_epoch, stale = -1.0, 0, 0
         best_state: dict[str, torch.Tensor] | None = None
+        if self.cfg.epochs == 0:  # no training: the model as initialised (a pretrained transformer)
+            best = self.dev_map()
+            self.history.append({"epoch": 0, "loss": None, "dev_map": best,
+                                 "seconds": time.monotonic() - self.started})
+            log.info("epoch 0 (as initialised): dev MAP %.2f", 100 * best)
+            best_state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
         for epoch in range(1, self.cfg.epochs + 1):
             examples = self._epoch_examples()
             size = self.recipe.batch_size
@@ -241,6 +290,8 @@ class Trainer:
                 if self.recipe.clip:
                     torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.recipe.clip)
                 optimizer.step()
+                if schedule is not None:
+                    schedule.step()
                 total += loss.item()
                 steps += 1
                 bar.set_postfix(loss=f"{total / steps:.4f}")

@@ -1,0 +1,143 @@
+"""The one registry of model types: each type is one :class:`ModelType` entry.
+
+An entry says everything the rest of the product needs to know about a type: its hyper-parameters
+(a pydantic class with the papers' defaults), its training recipe (loss, optimiser, learning rate,
+clipping, batch size), the encoder that builds it, and whether it can be pre-trained. The CLI's
+choices, ``build_model``, the trainer's recipe, the papers' losses and the pre-training check are all
+read from here, so adding a type is adding one entry (and its encoder class).
+
+Torch-free on purpose: ``esrerank --help`` lists the types without loading torch. Encoders are named
+by ``"module:Class"`` and imported only when a model is built.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from es_plugin_bridge.errors import UserError
+from es_plugin_bridge.models.hyper import (
+    BowCNNHyper,
+    CNNHyper,
+    GRUHyper,
+    LSTMHyper,
+    RCNNHyper,
+    SiameseCNNHyper,
+    SiameseLSTMHyper,
+    TransformerHyper,
+)
+
+#: Every loss the trainer knows; the first three are the papers', ``in-batch`` is the transformer's.
+LOSS_NAMES = ("logistic", "max-margin", "mse", "in-batch")
+OPTIMIZERS = ("sgd", "adam", "adadelta", "adamw")
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How a type is trained: loss and its constants, optimiser, learning rate, clipping, batch size.
+
+    ``negatives``: sampled negatives per positive (ranking losses); ``scale``: the in-batch loss's
+    logit scale (cosine × 20, as sentence-transformers' MultipleNegativesRankingLoss); ``warmup``:
+    steps of linear learning-rate warm-up (0: none); ``examples_per_epoch``: the default cap of an
+    epoch (the dev score is checked after each), None for the whole training set.
+    """
+
+    loss: str
+    optimizer: str
+    lr: float
+    clip: float | None = 5.0
+    negatives: int = 20
+    batch_size: int = 32
+    margin: float = 1.0
+    gamma: float = 10.0
+    scale: float = 20.0
+    warmup: int = 0
+    examples_per_epoch: int | None = None
+
+
+@dataclass(frozen=True)
+class ModelType:
+    """One model type: name, source, hyper-parameters, recipe, encoder and what it supports."""
+
+    name: str
+    paper: str
+    hyper: type[BaseModel]
+    recipe: Recipe
+    #: ``"module:Class"`` of the encoder; its keyword-only ``__init__`` arguments are taken from the
+    #: hyper-parameters of the same name, plus ``encoder_args``.
+    encoder: str
+    encoder_args: Mapping[str, Any] = field(default_factory=dict)
+    #: ``paper``: a :class:`QuestionSimilarityModel` over the product's vocabulary (``build_model``);
+    #: ``transformer``: a pretrained sub-word encoder with its own tokenizer (``models.transformer``).
+    family: Literal["paper", "transformer"] = "paper"
+    pretrainable: bool = False
+    learned_bow: bool = False
+
+
+_DOS_SANTOS = "dos Santos et al. 2015"
+_LEI = "Lei et al. 2016"
+_P004 = "attentive Siamese LSTM (paper 004)"
+_LEI_RECIPE = Recipe("max-margin", "adam", 1e-3)
+_P004_RECIPE = Recipe("mse", "adadelta", 1.0, clip=1.25, batch_size=64)
+
+REGISTRY: dict[str, ModelType] = {
+    t.name: t
+    for t in (
+        ModelType("bow-cnn", _DOS_SANTOS, BowCNNHyper, Recipe("logistic", "sgd", 0.01),
+                  "es_plugin_bridge.models.cnn:ConvEncoder", learned_bow=True),
+        ModelType("cnn", f"{_DOS_SANTOS}; Bogdanova et al. 2015", CNNHyper, Recipe("logistic", "sgd", 0.05),
+                  "es_plugin_bridge.models.cnn:ConvEncoder"),
+        ModelType("rcnn", _LEI, RCNNHyper, _LEI_RECIPE, "es_plugin_bridge.models.rcnn:RCNNEncoder",
+                  pretrainable=True),
+        ModelType("lstm", _LEI, LSTMHyper, _LEI_RECIPE, "es_plugin_bridge.models.recurrent:RecurrentEncoder",
+                  {"cell": "lstm"}, pretrainable=True),
+        ModelType("gru", _LEI, GRUHyper, _LEI_RECIPE, "es_plugin_bridge.models.recurrent:RecurrentEncoder",
+                  {"cell": "gru"}, pretrainable=True),
+        ModelType("siamese-lstm", _P004, SiameseLSTMHyper, _P004_RECIPE,
+                  "es_plugin_bridge.models.attentive_lstm:AttentiveLSTMEncoder"),
+        ModelType("siamese-cnn", _P004, SiameseCNNHyper, _P004_RECIPE,
+                  "es_plugin_bridge.models.siamese_cnn:SiameseCNNEncoder"),
+        # Fine-tuned with in-batch negatives (MultipleNegativesRankingLoss), AdamW with a short warm-up.
+        ModelType("transformer", "sentence-transformers bi-encoder (all-MiniLM-L6-v2 by default)",
+                  TransformerHyper, Recipe("in-batch", "adamw", 5e-5, clip=1.0, batch_size=32, warmup=50,
+                                                    examples_per_epoch=3200),
+                  "es_plugin_bridge.models.transformer:TransformerEncoder", family="transformer"),
+    )
+}
+
+#: Every type ``esrerank train`` takes.
+ALL_TYPES = tuple(REGISTRY)
+#: The papers' types: :func:`~es_plugin_bridge.models.build_model` builds these over the vocabulary.
+MODEL_TYPES = tuple(name for name, t in REGISTRY.items() if t.family == "paper")
+PRETRAINABLE_TYPES = tuple(name for name, t in REGISTRY.items() if t.pretrainable)
+
+
+def model_type(name: str) -> ModelType:
+    """The registry entry of ``name``; UserError listing the known types."""
+    entry = REGISTRY.get(name)
+    if entry is None:
+        raise UserError(f"unknown model type {name!r}; choose one of {', '.join(REGISTRY)}")
+    return entry
+
+
+def encoder_class(entry: ModelType) -> type:
+    """Import the entry's encoder class (this is where torch gets loaded)."""
+    module, _, name = entry.encoder.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def encoder_kwargs(entry: ModelType, hyper: BaseModel) -> dict[str, Any]:
+    """The encoder's keyword-only arguments: hyper-parameters of the same name, then ``encoder_args``."""
+    params = inspect.signature(encoder_class(entry).__init__).parameters.values()
+    names = [p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY]
+    kwargs = {name: getattr(hyper, name) for name in names if name in type(hyper).model_fields}
+    return {**kwargs, **entry.encoder_args}
+
+
+__all__ = ["ALL_TYPES", "LOSS_NAMES", "MODEL_TYPES", "OPTIMIZERS", "PRETRAINABLE_TYPES", "REGISTRY",
+           "ModelType", "Recipe", "encoder_class", "encoder_kwargs", "model_type"]
