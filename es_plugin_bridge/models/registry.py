@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 import inspect
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -39,12 +39,15 @@ OPTIMIZERS = ("sgd", "adam", "adadelta", "adamw")
 
 @dataclass(frozen=True)
 class Recipe:
-    """How a type is trained: loss and its constants, optimiser, learning rate, clipping, batch size.
+    """How a type is trained: loss and its constants, optimiser, learning rate, clipping, batch size,
+    initial word vectors and when to stop.
 
     ``negatives``: sampled negatives per positive (ranking losses); ``scale``: the in-batch loss's
     logit scale (cosine × 20, as sentence-transformers' MultipleNegativesRankingLoss); ``warmup``:
     steps of linear learning-rate warm-up (0: none); ``examples_per_epoch``: the default cap of an
-    epoch (the dev score is checked after each), None for the whole training set.
+    epoch (the dev score is checked after each), None for the whole training set; ``word2vec``: with
+    no ``--embeddings``, start the word vectors from skip-gram word2vec trained on the training text
+    (False: random); ``epochs`` / ``time_budget`` (seconds) / ``patience``: the default stopping rule.
     """
 
     loss: str
@@ -58,25 +61,54 @@ class Recipe:
     scale: float = 20.0
     warmup: int = 0
     examples_per_epoch: int | None = None
+    word2vec: bool = False
+    epochs: int = 10
+    time_budget: float | None = None
+    patience: int = 3
+
+
+#: The names ``--recipe`` takes: ``best`` (the default: the best this project measured per type) and
+#: ``paper`` (the paper's own loss, optimiser, learning rate and 10 epochs, vectors as given).
+RECIPE_NAMES = ("best", "paper")
 
 
 @dataclass(frozen=True)
 class ModelType:
-    """One model type: name, source, hyper-parameters, recipe, encoder and what it supports."""
+    """One model type: name, source, hyper-parameters, recipes, encoder and what it supports."""
 
     name: str
     paper: str
     hyper: type[BaseModel]
-    recipe: Recipe
+    #: The paper's exact recipe (``--recipe paper``).
+    paper_recipe: Recipe
     #: ``"module:Class"`` of the encoder; its keyword-only ``__init__`` arguments are taken from the
     #: hyper-parameters of the same name, plus ``encoder_args``.
     encoder: str
     encoder_args: Mapping[str, Any] = field(default_factory=dict)
+    #: The default recipe (``--recipe best``); None: the paper's.
+    best_recipe: Recipe | None = None
     #: ``paper``: a :class:`QuestionSimilarityModel` over the product's vocabulary (``build_model``);
     #: ``transformer``: a pretrained sub-word encoder with its own tokenizer (``models.transformer``).
     family: Literal["paper", "transformer"] = "paper"
     pretrainable: bool = False
     learned_bow: bool = False
+
+    @property
+    def recipe(self) -> Recipe:
+        """The default recipe: the best measured one."""
+        return self.best_recipe or self.paper_recipe
+
+    def recipe_named(self, name: str) -> Recipe:
+        if name not in RECIPE_NAMES:
+            raise UserError(f"unknown recipe {name!r}; choose one of {', '.join(RECIPE_NAMES)}")
+        return self.recipe if name == "best" else self.paper_recipe
+
+
+def _best(paper: Recipe, **changes: Any) -> Recipe:
+    """The measured default of a paper type: the paper's loss, word2vec on the training text, a
+    10-minute budget checked every 640 examples with patience 5 (README, "Default recipes")."""
+    return replace(paper, **{"word2vec": True, "epochs": 1000, "time_budget": 600.0, "patience": 5,
+                             "examples_per_epoch": 640, **changes})
 
 
 _DOS_SANTOS = "dos Santos et al. 2015"
@@ -84,29 +116,35 @@ _LEI = "Lei et al. 2016"
 _P004 = "attentive Siamese LSTM (paper 004)"
 _LEI_RECIPE = Recipe("max-margin", "adam", 1e-3)
 _P004_RECIPE = Recipe("mse", "adadelta", 1.0, clip=1.25, batch_size=64)
+_CONV = "es_plugin_bridge.models.cnn:ConvEncoder"
+_BOW_CNN_PAPER = Recipe("logistic", "sgd", 0.01)
+_CNN_PAPER = Recipe("logistic", "sgd", 0.05)
+# In-batch negatives (MultipleNegativesRankingLoss), AdamW with a short warm-up; the dev score of the
+# pretrained model (epoch 0) competes with every fine-tuned epoch.
+_TRANSFORMER = Recipe("in-batch", "adamw", 5e-5, clip=1.0, batch_size=32, warmup=50, examples_per_epoch=3200,
+                      epochs=1000, time_budget=900.0, patience=2)
 
 REGISTRY: dict[str, ModelType] = {
     t.name: t
     for t in (
-        ModelType("bow-cnn", _DOS_SANTOS, BowCNNHyper, Recipe("logistic", "sgd", 0.01),
-                  "es_plugin_bridge.models.cnn:ConvEncoder", learned_bow=True),
-        ModelType("cnn", f"{_DOS_SANTOS}; Bogdanova et al. 2015", CNNHyper, Recipe("logistic", "sgd", 0.05),
-                  "es_plugin_bridge.models.cnn:ConvEncoder"),
+        ModelType("bow-cnn", _DOS_SANTOS, BowCNNHyper, _BOW_CNN_PAPER, _CONV,
+                  best_recipe=_best(_BOW_CNN_PAPER, optimizer="adam", lr=1e-3), learned_bow=True),
+        ModelType("cnn", f"{_DOS_SANTOS}; Bogdanova et al. 2015", CNNHyper, _CNN_PAPER,
+                  _CONV, best_recipe=_best(_CNN_PAPER, optimizer="adam", lr=1e-3)),
         ModelType("rcnn", _LEI, RCNNHyper, _LEI_RECIPE, "es_plugin_bridge.models.rcnn:RCNNEncoder",
-                  pretrainable=True),
+                  best_recipe=_best(_LEI_RECIPE), pretrainable=True),
         ModelType("lstm", _LEI, LSTMHyper, _LEI_RECIPE, "es_plugin_bridge.models.recurrent:RecurrentEncoder",
-                  {"cell": "lstm"}, pretrainable=True),
+                  {"cell": "lstm"}, best_recipe=_best(_LEI_RECIPE), pretrainable=True),
         ModelType("gru", _LEI, GRUHyper, _LEI_RECIPE, "es_plugin_bridge.models.recurrent:RecurrentEncoder",
-                  {"cell": "gru"}, pretrainable=True),
+                  {"cell": "gru"}, best_recipe=_best(_LEI_RECIPE), pretrainable=True),
         ModelType("siamese-lstm", _P004, SiameseLSTMHyper, _P004_RECIPE,
-                  "es_plugin_bridge.models.attentive_lstm:AttentiveLSTMEncoder"),
+                  "es_plugin_bridge.models.attentive_lstm:AttentiveLSTMEncoder",
+                  best_recipe=_best(_P004_RECIPE)),
         ModelType("siamese-cnn", _P004, SiameseCNNHyper, _P004_RECIPE,
-                  "es_plugin_bridge.models.siamese_cnn:SiameseCNNEncoder"),
-        # Fine-tuned with in-batch negatives (MultipleNegativesRankingLoss), AdamW with a short warm-up.
+                  "es_plugin_bridge.models.siamese_cnn:SiameseCNNEncoder", best_recipe=_best(_P004_RECIPE)),
         ModelType("transformer", "sentence-transformers bi-encoder (all-MiniLM-L6-v2 by default)",
-                  TransformerHyper, Recipe("in-batch", "adamw", 5e-5, clip=1.0, batch_size=32, warmup=50,
-                                                    examples_per_epoch=3200),
-                  "es_plugin_bridge.models.transformer:TransformerEncoder", family="transformer"),
+                  TransformerHyper, _TRANSFORMER, "es_plugin_bridge.models.transformer:TransformerEncoder",
+                  family="transformer"),
     )
 }
 
@@ -139,5 +177,5 @@ def encoder_kwargs(entry: ModelType, hyper: BaseModel) -> dict[str, Any]:
     return {**kwargs, **entry.encoder_args}
 
 
-__all__ = ["ALL_TYPES", "LOSS_NAMES", "MODEL_TYPES", "OPTIMIZERS", "PRETRAINABLE_TYPES", "REGISTRY",
-           "ModelType", "Recipe", "encoder_class", "encoder_kwargs", "model_type"]
+__all__ = ["ALL_TYPES", "LOSS_NAMES", "MODEL_TYPES", "OPTIMIZERS", "PRETRAINABLE_TYPES", "RECIPE_NAMES",
+           "REGISTRY", "ModelType", "Recipe", "encoder_class", "encoder_kwargs", "model_type"]

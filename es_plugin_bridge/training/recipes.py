@@ -1,5 +1,7 @@
 """Each model type's training recipe, read from its registry entry (``models.registry``).
 
+``--recipe best`` (the default) is the best this project measured per type (README, "Default
+recipes"); ``--recipe paper`` the paper's own, listed here:
 - bow-cnn, cnn: dos Santos et al. 2015 — logistic ranking loss (γ = 10, hardest of 20 negatives),
   SGD with lr 0.01 (BOW-CNN) / 0.05 (CNN), Table 2.
 - rcnn, lstm, gru: Lei et al. 2016 — max-margin over 20 random negatives, Adam lr 1e-3.
@@ -21,16 +23,20 @@ from es_plugin_bridge.models.registry import LOSS_NAMES, OPTIMIZERS, REGISTRY, R
 RECIPES: dict[str, Recipe] = {name: entry.recipe for name, entry in REGISTRY.items()}
 
 
-def recipe_for(model_type_name: str, **overrides: Any) -> Recipe:
-    """The type's recipe with the non-None ``overrides`` applied; UserError on a bad value."""
+def recipe_for(model_type_name: str, recipe_name: str = "best", **overrides: Any) -> Recipe:
+    """The type's ``best`` or ``paper`` recipe with the non-None ``overrides`` applied; UserError on a
+    bad value."""
     given = {k: v for k, v in overrides.items() if v is not None}
-    recipe = replace(model_type(model_type_name).recipe, **given)
+    recipe = replace(model_type(model_type_name).recipe_named(recipe_name), **given)
     if recipe.loss not in LOSS_NAMES:
         raise UserError(f"unknown loss {recipe.loss!r}; choose one of {', '.join(LOSS_NAMES)}")
     if recipe.optimizer not in OPTIMIZERS:
         raise UserError(f"unknown optimizer {recipe.optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
     if recipe.lr <= 0 or recipe.batch_size < 1 or recipe.negatives < 1:
         raise UserError("learning rate, batch size and negatives must be positive")
+    budget = recipe.time_budget
+    if recipe.epochs < 0 or recipe.patience < 1 or (budget is not None and budget <= 0):
+        raise UserError("epochs must be >= 0, patience >= 1 and the time budget positive")
     if recipe.loss == "in-batch" and recipe.batch_size < 2:
         raise UserError("the in-batch loss needs a batch size of at least 2 (other rows are the negatives)")
     return recipe

@@ -30,7 +30,7 @@ from es_plugin_bridge.text import Preprocessor, TextOptions
 from es_plugin_bridge.training.calibration import fit_platt
 from es_plugin_bridge.training.checkpoint import save_checkpoint, write_json
 from es_plugin_bridge.training.devdata import FORCED, PAIR_QUERIES, WINDOW, dev_queries
-from es_plugin_bridge.training.embeddings import embedding_matrix
+from es_plugin_bridge.training.embeddings import embedding_matrix, word2vec_matrix
 from es_plugin_bridge.training.examples import TrainingSet, build_training_set
 from es_plugin_bridge.training.featurize import Featurizer, SubwordFeaturizer
 from es_plugin_bridge.training.fusion import fit_weights, fuse, mean_ap
@@ -48,10 +48,12 @@ class TrainConfig:
     """Everything ``esrerank train`` can set; stored in the checkpoint's config.json."""
 
     model_type: str
-    epochs: int = 10
+    #: ``best`` (the measured default) or ``paper``; the fields below left None come from it.
+    recipe: str = "best"
+    epochs: int | None = None
     time_budget: float | None = None
     seed: int = 1
-    patience: int = 3
+    patience: int | None = None
     examples_per_epoch: int | None = None
     loss: str | None = None
     optimizer: str | None = None
@@ -60,6 +62,8 @@ class TrainConfig:
     negatives: int | None = None
     hyper: dict[str, Any] = field(default_factory=dict)
     embeddings: str | None = None
+    #: With no ``embeddings``: word2vec on the training text (True) or random vectors (False).
+    word2vec: bool | None = None
     embedding_dim: int = 200
     min_count: int = 1
     text: dict[str, Any] = field(default_factory=dict)
@@ -89,12 +93,18 @@ class Trainer:
         self.out = Path(out)
         self.recipe: Recipe = recipe_for(
             cfg.model_type,
+            cfg.recipe,
             loss=cfg.loss,
             optimizer=cfg.optimizer,
             lr=cfg.lr,
             batch_size=cfg.batch_size,
             negatives=cfg.negatives,
+            epochs=cfg.epochs,
+            time_budget=cfg.time_budget,
+            patience=cfg.patience,
+            word2vec=cfg.word2vec,
         )
+        self.embeddings_info: dict[str, Any] = {}
         self.rng = set_seed(cfg.seed)
         self.data: TrainingSet = build_training_set(train_sets)
         options = TextOptions.from_mapping(cfg.text, source="--text options")
@@ -122,9 +132,15 @@ class Trainer:
         else:
             if cfg.init:
                 raise UserError(f"--init applies to the transformer type, not {cfg.model_type}")
-            matrix = embedding_matrix(
-                vocab, cfg.embeddings, None if cfg.embeddings else cfg.embedding_dim, seed=cfg.seed
-            )
+            if cfg.embeddings or not self.recipe.word2vec:
+                matrix = embedding_matrix(
+                    vocab, cfg.embeddings, None if cfg.embeddings else cfg.embedding_dim, seed=cfg.seed
+                )
+                self.embeddings_info = {"source": cfg.embeddings or "random"}
+            else:
+                matrix, self.embeddings_info = word2vec_matrix(
+                    vocab, self._training_sentences(train_sets), cfg.embedding_dim, cfg.seed
+                )
             self.model = build_model(
                 cfg.model_type,
                 len(vocab),
@@ -138,8 +154,17 @@ class Trainer:
         self.started = time.monotonic()
 
     # -- helpers --------------------------------------------------------------------------------
+    def _training_sentences(self, train_sets: Sequence[Dataset]) -> list[list[str]]:
+        """Titles, bodies and unlabelled texts (e.g. SemEval comments) of the training data, as tokens."""
+        pre = self.preprocessor
+        sentences = [toks for q in self.data.questions.values()
+                     for toks in (pre.title_tokens(q), pre.body_tokens(q)) if toks]
+        sentences += [toks for ds in train_sets for text in ds.unlabelled if (toks := pre.text_tokens(text))]
+        return sentences
+
     def _out_of_time(self) -> bool:
-        return self.cfg.time_budget is not None and time.monotonic() - self.started > self.cfg.time_budget
+        budget = self.recipe.time_budget
+        return budget is not None and time.monotonic() - self.started > budget
 
     def _encode(self, questions: Sequence[Question]) -> tuple[dict[str, torch.Tensor], dict[str, int]]:
         unique = list({q.id: q for q in questions}.values())
@@ -270,13 +295,15 @@ class Trainer:
         )
         best, best_epoch, stale = -1.0, 0, 0
         best_state: dict[str, torch.Tensor] | None = None
-        if self.cfg.epochs == 0:  # no training: the model as initialised (a pretrained transformer)
+        # The model as initialised competes with every epoch when it is pretrained (a transformer:
+        # fine-tuning must beat it on dev to be kept), and is all there is with epochs = 0.
+        if self.recipe.epochs == 0 or self.family == "transformer":
             best = self.dev_map()
             self.history.append({"epoch": 0, "loss": None, "dev_map": best,
                                  "seconds": time.monotonic() - self.started})
             log.info("epoch 0 (as initialised): dev MAP %.2f", 100 * best)
             best_state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
-        for epoch in range(1, self.cfg.epochs + 1):
+        for epoch in range(1, self.recipe.epochs + 1):
             examples = self._epoch_examples()
             size = self.recipe.batch_size
             total, steps = 0.0, 0
@@ -312,7 +339,7 @@ class Trainer:
                 best_state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
             else:
                 stale += 1
-            if stale >= self.cfg.patience or self._out_of_time():
+            if stale >= self.recipe.patience or self._out_of_time():
                 break
         assert best_state is not None
         self.model.load_state_dict(best_state)
@@ -322,6 +349,8 @@ class Trainer:
             "train": {
                 "config": asdict(self.cfg),
                 "recipe": asdict(self.recipe),
+                "recipe_name": self.cfg.recipe,
+                "embeddings": self.embeddings_info,
                 "positives": len(self.data.positives),
                 "questions": len(self.data.questions),
                 "vocabulary": len(self.featurizer.vocab),
