@@ -4,6 +4,7 @@ model to start from is missing."""
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
@@ -112,3 +113,15 @@ def test_the_cli_refuses_options_that_do_not_apply(cli, pairs):
     assert code == 2 and "error: --init" in err and "no such directory" in err
     code, _, err = cli(["train", "--model-type", "cnn", *data, "--init", str(dev.parent)])
     assert code == 2 and "--init applies to the transformer type" in err
+
+
+def test_fine_tuning_must_beat_the_pretrained_model_on_dev_to_be_kept(pairs, tmp_path):
+    """A learning rate that wrecks the network: the dev score of the model as it came (epoch 0) wins."""
+    train, dev = read_spec(f"pairs:{pairs[0]}"), read_spec(f"pairs:{pairs[1]}")
+    cfg = TrainConfig(model_type="transformer", hyper={"max_length": 24}, lr=0.5,
+                      epochs=1, examples_per_epoch=32, batch_size=16, show_progress=False, max_dev_queries=20)
+    summary = Trainer(cfg, [train], [dev], tmp_path / "m").run()
+    history = json.loads((tmp_path / "m" / "history.json").read_text())
+    assert [h["epoch"] for h in history] == [0, 1]
+    assert history[1]["dev_map"] < history[0]["dev_map"]
+    assert summary["train"]["best_epoch"] == 0 and summary["train"]["best_dev_map"] == history[0]["dev_map"]
