@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -125,3 +126,25 @@ def test_fine_tuning_must_beat_the_pretrained_model_on_dev_to_be_kept(pairs, tmp
     assert [h["epoch"] for h in history] == [0, 1]
     assert history[1]["dev_map"] < history[0]["dev_map"]
     assert summary["train"]["best_epoch"] == 0 and summary["train"]["best_dev_map"] == history[0]["dev_map"]
+
+
+def test_bm25_hard_negatives_are_never_known_duplicates_and_make_the_task_harder(pairs):
+    train, dev = read_spec(f"pairs:{pairs[0]}"), read_spec(f"pairs:{pairs[1]}")
+    cfg = TrainConfig(model_type="transformer", hyper={"max_length": 24}, hard_negatives=1, batch_size=8,
+                      show_progress=False, max_dev_queries=10)
+    trainer = Trainer(cfg, [train], [dev], Path("unused"))
+    batch = trainer.data.positives[:8]
+    hard = trainer._hard_negatives(batch)
+    assert len(hard) == 8
+    for a, _ in trainer.data.positives:
+        mined = trainer._mined[a]
+        assert mined and a not in mined and not set(mined) & trainer.data.duplicates[a]
+    trainer.model.eval()
+    with torch.no_grad():
+        with_hard = trainer._in_batch_loss(batch).item()
+        trainer.recipe = replace(trainer.recipe, hard_negatives=0)
+        without = trainer._in_batch_loss(batch).item()
+    assert with_hard > without  # more (and harder) negative columns: a larger cross-entropy
+    with pytest.raises(UserError, match="in-batch loss only"):
+        Trainer(TrainConfig(model_type="cnn", hard_negatives=1, show_progress=False), [train], [dev],
+                Path("unused"))

@@ -86,6 +86,9 @@ def _hyper(items: tuple[str, ...]) -> dict[str, object]:
 @click.option("--lr", type=click.FloatRange(min=0, min_open=True), help="learning rate")
 @click.option("--batch-size", type=click.IntRange(min=1))
 @click.option("--negatives", type=click.IntRange(min=1), help="sampled negatives per positive (papers: 20)")
+@click.option("--hard-negatives", type=click.IntRange(min=0),
+              help="in-batch loss (transformer): BM25-mined negatives per pair added to the batch "
+                   "(default: the recipe's)")
 @click.option(
     "--hyper", multiple=True, metavar="NAME=VALUE", help="model hyper-parameter, e.g. conv_units=400"
 )
@@ -130,6 +133,7 @@ def train(
     lr: float | None,
     batch_size: int | None,
     negatives: int | None,
+    hard_negatives: int | None,
     hyper: tuple[str, ...],
     embedding_dim: int,
     min_count: int,
@@ -165,6 +169,7 @@ def train(
         lr=lr,
         batch_size=batch_size,
         negatives=negatives,
+        hard_negatives=hard_negatives,
         hyper=_hyper(hyper),
         embeddings=str(embeddings) if embeddings else None,
         word2vec=word2vec,

@@ -62,6 +62,9 @@ class Recipe:
     warmup: int = 0
     examples_per_epoch: int | None = None
     word2vec: bool = False
+    #: In-batch loss: BM25-mined negatives added per pair (the training question BM25 ranks highest for
+    #: the query that is not a known duplicate), shared as extra columns by the whole batch.
+    hard_negatives: int = 0
     epochs: int = 10
     time_budget: float | None = None
     patience: int = 3

@@ -81,13 +81,15 @@ def mse_loss(scores: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
 def in_batch_loss(
     scores: torch.Tensor, *, scale: float = 20.0, mask: torch.Tensor | None = None
 ) -> torch.Tensor:
-    """Cross-entropy of [B, B] query × duplicate similarities with the diagonal as the target.
+    """Cross-entropy of [B, C] query × candidate similarities with the diagonal as the target.
 
-    Row i's other columns are the negatives; ``mask`` [B, B] (True = keep) drops the columns that are
-    not negatives of row i (a known duplicate of its query sitting elsewhere in the batch).
+    The first B columns are the batch's duplicates (row i's is column i); any further columns are
+    extra negatives shared by every row (e.g. BM25-mined hard negatives). Row i's other columns are
+    its negatives; ``mask`` [B, C] (True = keep) drops the columns that are not negatives of row i
+    (a known duplicate of its query sitting elsewhere in the batch).
     """
-    if scores.dim() != 2 or scores.shape[0] != scores.shape[1]:
-        raise ValueError(f"in-batch scores must be [B, B], got shape {tuple(scores.shape)}")
+    if scores.dim() != 2 or scores.shape[1] < scores.shape[0]:
+        raise ValueError(f"in-batch scores must be [B, C] with C >= B, got shape {tuple(scores.shape)}")
     logits = scale * scores
     if mask is not None:
         logits = logits.masked_fill(~mask, float("-inf"))

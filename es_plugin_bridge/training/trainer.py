@@ -60,6 +60,7 @@ class TrainConfig:
     lr: float | None = None
     batch_size: int | None = None
     negatives: int | None = None
+    hard_negatives: int | None = None
     hyper: dict[str, Any] = field(default_factory=dict)
     embeddings: str | None = None
     #: With no ``embeddings``: word2vec on the training text (True) or random vectors (False).
@@ -99,12 +100,14 @@ class Trainer:
             lr=cfg.lr,
             batch_size=cfg.batch_size,
             negatives=cfg.negatives,
+            hard_negatives=cfg.hard_negatives,
             epochs=cfg.epochs,
             time_budget=cfg.time_budget,
             patience=cfg.patience,
             word2vec=cfg.word2vec,
         )
         self.embeddings_info: dict[str, Any] = {}
+        self._mined: dict[str, list[str]] | None = None
         self.rng = set_seed(cfg.seed)
         self.data: TrainingSet = build_training_set(train_sets)
         options = TextOptions.from_mapping(cfg.text, source="--text options")
@@ -203,23 +206,57 @@ class Trainer:
         cluster in a batch) or the query itself is no negative: it is masked out of row i.
         """
         q, dupes = self.data.questions, self.data.duplicates
-        encoded, where = self._encode([q[a] for a, _ in batch] + [q[b] for _, b in batch])
+        hard = self._hard_negatives(batch)
+        encoded, where = self._encode([q[a] for a, _ in batch] + [q[b] for _, b in batch]
+                                      + [q[h] for h in hard])
         qa = encoded["neural"][torch.tensor([where[a] for a, _ in batch])]
-        qb = encoded["neural"][torch.tensor([where[b] for _, b in batch])]
+        qb = encoded["neural"][torch.tensor([where[b] for _, b in batch] + [where[h] for h in hard])]
         if self.model.similarity == "manhattan":
             scores = torch.exp(-torch.cdist(qa, qb, p=1))
         else:  # cosine (the transformer's vectors are unit already; normalising again changes nothing)
             scores = torch.nn.functional.normalize(qa, dim=1) @ torch.nn.functional.normalize(qb, dim=1).T
         n = len(batch)
-        keep = torch.ones((n, n), dtype=torch.bool)
+        columns = [b for _, b in batch] + hard
+        keep = torch.ones((n, len(columns)), dtype=torch.bool)
         for i, (a, b) in enumerate(batch):
-            for j, (_, other) in enumerate(batch):
+            for j, other in enumerate(columns):
                 if i != j and (other in (a, b) or other in dupes.get(a, ())):
                     keep[i, j] = False
         loss = LOSSES["in-batch"](scores, scale=self.recipe.scale, mask=keep)
         if getattr(self.model.hyper, "symmetric", False):
-            loss = (loss + LOSSES["in-batch"](scores.T, scale=self.recipe.scale, mask=keep.T)) / 2
+            square = scores[:, :n]
+            loss = (loss + LOSSES["in-batch"](square.T, scale=self.recipe.scale, mask=keep[:, :n].T)) / 2
         return loss
+
+    def _hard_negatives(self, batch: Sequence[tuple[str, str]]) -> list[str]:
+        """``recipe.hard_negatives`` BM25-mined negatives per pair of the batch (none by default)."""
+        k = self.recipe.hard_negatives
+        if k <= 0:
+            return []
+        if self._mined is None:
+            self._mined = self._mine_hard_negatives(k)
+        out: list[str] = []
+        for a, _ in batch:
+            found = self._mined.get(a) or []
+            out += [found[self.rng.randrange(len(found))] for _ in range(k)] if found else []
+        return out
+
+    def _mine_hard_negatives(self, k: int, depth: int = 10) -> dict[str, list[str]]:
+        """For each query of a positive pair, BM25's top ``depth`` training questions that are neither
+        the query nor a known duplicate of it (the ones an encoder most easily confuses with it)."""
+        questions, dupes = self.data.questions, self.data.duplicates
+        ids = list(questions)
+        tokens = {i: self.preprocessor.tokens(questions[i]) for i in ids}
+        index = EmbeddedIndex.build([tokens[i] for i in ids], "bm25", ids=ids)
+        queries = sorted({a for a, _ in self.data.positives})
+        mined: dict[str, list[str]] = {}
+        for a in tqdm(queries, desc="mining BM25 hard negatives", disable=not self.cfg.show_progress):
+            banned = dupes.get(a, set()) | {a}
+            hits = index.search(tokens[a], k=depth + len(banned), exclude=banned)
+            mined[a] = [doc for doc, _ in hits[:depth]]
+        log.info("BM25 hard negatives: up to %d per query for %d queries (%d per pair used)", depth,
+                 len(mined), k)
+        return mined
 
     def _mse_loss(self, batch: Sequence[tuple[str, str, int]]) -> torch.Tensor:
         q = self.data.questions
