@@ -3,8 +3,9 @@
 Everything runs through the product's own code on real AskUbuntu data:
 
 1. **Throughput per model type** (default run): a ``Trainer`` is built for each model type with
-   the paper's recipe (``recipe_for``) and paper-size hyper-parameter defaults on the train part
-   of an AskUbuntu split of ``train_titles.tsv``; then ``Trainer._ranking_loss`` (or
+   the type's default recipe (``recipe_for``: ``--recipe best``, word2vec at init included) and
+   paper-size hyper-parameter defaults on the train part of an AskUbuntu split of
+   ``train_titles.tsv``; then ``Trainer._ranking_loss`` (or
    ``_mse_loss``; ``_in_batch_loss`` for the transformer) + backward + clipping + optimiser step is
    timed for ``--steps`` steps after 2 warm-up steps (fewer when ``--max-seconds`` runs out, at
    least 3). An *example* is a positive pair with its sampled negatives (ranking losses; for the
