@@ -82,7 +82,7 @@ class TransformerHyper(BaseModel):
     pooling: Literal["mean"] = "mean"
     similarity: Literal["cosine"] = "cosine"
     text_combine: Literal["concat"] = "concat"
-    symmetric: bool = False  # in-batch loss in both directions (q1 → q2 and q2 → q1)
+    symmetric: bool = True  # in-batch loss in both directions (q1 → q2 and q2 → q1; measured default)
 
 
 def hyper_class(model_type: str) -> type[BaseModel]:
