@@ -107,6 +107,7 @@ def export(model: Path, out: Path, int8: bool) -> Path:
 def retrieval(model: Path, run_dir: Path, au: Path, data: Path, relevant: str, queries_from: str) -> dict:
     name = f"retrieval-{relevant}-{queries_from}"
     path = run_dir / f"{name}.json"
+    run_dir.mkdir(parents=True, exist_ok=True)
     if not path.is_file():
         run(
             [
