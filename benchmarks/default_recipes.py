@@ -21,19 +21,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from paper_models import ESRERANK, HERE, classification_pairs, evaluate, run  # noqa: E402
+from paper_models import ESRERANK, HERE, askubuntu_split, evaluate, run  # noqa: E402
 
 RECIPES = ("paper", "best")
-
-
-def split(data: Path, out: Path) -> Path:
-    au = out / "askubuntu"
-    if not (au / "test.tsv").is_file():
-        run([ESRERANK, "split", f"pairs:{data / 'askubuntu-pairs/train_titles.tsv'}", "--out-dir", str(au),
-             "--dev", "1000", "--test", "2000", "--seed", "1"])
-    if not (au / "val-test-titles.tsv").is_file():
-        classification_pairs(data / "askubuntu-pairs/val.tsv", au)
-    return au
 
 
 def train(model_type: str, recipe: str, run_dir: Path, train_spec: str, dev_spec: str, budget: int) -> Path:
@@ -83,7 +73,7 @@ def main() -> None:
     parser.add_argument("--types", default="bow-cnn")
     parser.add_argument("--budget", type=int, default=240, help="training seconds per run")
     args = parser.parse_args()
-    au = split(args.data, args.out)
+    au = askubuntu_split(args.data, args.out)
     results: dict = {"budget_s": args.budget, "command": " ".join(sys.argv), "runs": {}}
     lines = ["| type | recipe | optimiser, vectors | best epoch | pair accuracy (model) "
              "| AskUbuntu Acc@1 (model / fused) | MRR@10 (fused) | SemEval dev MAP (model / fused) |",

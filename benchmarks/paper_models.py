@@ -40,26 +40,20 @@ def run(argv: list[str], log: Path | None = None) -> None:
         subprocess.run(argv, check=True, stdout=fh, stderr=subprocess.STDOUT)
 
 
-def prepare(data: Path, out: Path, threads: int) -> dict[str, Path]:
+def askubuntu_split(data: Path, out: Path, dev: int = 1000, test: int = 2000) -> Path:
+    """``esrerank split`` of ``train_titles.tsv`` into ``out/askubuntu`` (seed 1) and the
+    pair-classification halves of ``val.tsv``, unless already there."""
     au = out / "askubuntu"
     if not (au / "test.tsv").is_file():
-        run(
-            [
-                ESRERANK,
-                "split",
-                f"pairs:{data / 'askubuntu-pairs/train_titles.tsv'}",
-                "--out-dir",
-                str(au),
-                "--dev",
-                "1000",
-                "--test",
-                "2000",
-                "--seed",
-                "1",
-            ]
-        )
+        run([ESRERANK, "split", f"pairs:{data / 'askubuntu-pairs/train_titles.tsv'}", "--out-dir", str(au),
+             "--dev", str(dev), "--test", str(test), "--seed", "1"])
     if not (au / "val-test-titles.tsv").is_file():
         classification_pairs(data / "askubuntu-pairs/val.tsv", au)
+    return au
+
+
+def prepare(data: Path, out: Path, threads: int) -> dict[str, Path]:
+    au = askubuntu_split(data, out)
     w2v_au = out / "w2v-askubuntu.txt"
     if not w2v_au.is_file():
         run(

@@ -32,34 +32,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from paper_models import ESRERANK, HERE, classification_pairs, evaluate, run  # noqa: E402
+from paper_models import ESRERANK, HERE, askubuntu_split, evaluate, run  # noqa: E402
 
 PROTOCOLS = [("pair", "q1"), ("cluster", "q1"), ("pair", "q2"), ("cluster", "q2")]
 RANKERS = "bm25,dense,hybrid,fused"
 SE = "SemEval2016-Task3-CQA-QL-{}.xml"
-
-
-def split(data: Path, out: Path) -> Path:
-    au = out / "askubuntu"
-    if not (au / "test.tsv").is_file():
-        run(
-            [
-                ESRERANK,
-                "split",
-                f"pairs:{data / 'askubuntu-pairs/train_titles.tsv'}",
-                "--out-dir",
-                str(au),
-                "--dev",
-                "500",
-                "--test",
-                "1000",
-                "--seed",
-                "1",
-            ]
-        )
-    if not (au / "val-test-titles.tsv").is_file():
-        classification_pairs(data / "askubuntu-pairs/val.tsv", au)
-    return au
 
 
 def train(name: str, run_dir: Path, train_spec: str, dev_spec: str, budget: int) -> Path:
@@ -236,7 +213,7 @@ def main() -> None:
     parser.add_argument("--models", default="asis,tuned")
     parser.add_argument("--budget", type=int, default=900, help="fine-tuning seconds (the default recipe's)")
     args = parser.parse_args()
-    au = split(args.data, args.out)
+    au = askubuntu_split(args.data, args.out, dev=500, test=1000)
     results: dict = {"command": " ".join(sys.argv), "budget_s": args.budget, "runs": {}}
     target = HERE / "transformer_relevance.json"
     for name in args.models.split(","):

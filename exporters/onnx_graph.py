@@ -85,19 +85,32 @@ def export_encoder(
     axes: dict[str, dict[int, str]] = {OUTPUT: {0: "batch"}}
     for name in INPUTS:
         axes[name] = {0: "batch", 1: f"{name.split('_')[0]}_length"} if dynamic else {0: "batch"}
+    _trace(_Encoder(model), example, INPUTS, axes, path)
+
+
+def _trace(module: torch.nn.Module, example: dict[str, torch.Tensor], inputs: tuple[str, ...],
+           axes: dict[str, dict[int, str]], path: Path) -> None:
+    """Trace ``module`` on the ``example`` batch into ``path`` (TorchScript exporter), checked by onnx."""
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")  # tracer warnings about frozen shapes: the probes decide
         torch.onnx.export(
-            _Encoder(model).eval(),
-            tuple(example[name] for name in INPUTS),
+            module.eval(),
+            tuple(example[name] for name in inputs),
             str(path),
             dynamo=False,
             opset_version=OPSET,
-            input_names=list(INPUTS),
+            input_names=list(inputs),
             output_names=[OUTPUT],
             dynamic_axes=axes,
         )
     onnx.checker.check_model(str(path))
+
+
+def _session(path: Path, threads: int) -> ort.InferenceSession:
+    options = ort.SessionOptions()
+    options.log_severity_level = 4
+    options.intra_op_num_threads = threads
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 
 def compare(
@@ -108,10 +121,7 @@ def compare(
 
     The torch side is what ``NeuralScorer`` computes: each batch at its own natural widths.
     """
-    options = ort.SessionOptions()
-    options.log_severity_level = 4
-    options.intra_op_num_threads = threads
-    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    session = _session(path, threads)
     diffs: dict[str, float] = {}
     for probe in checks:
         with torch.no_grad():
@@ -195,10 +205,7 @@ def subword_probes(questions: list[Question]) -> list[Probe]:
 def compare_subword(model: torch.nn.Module, featurizer: Featurizer, path: Path, checks: list[Probe],
                     threads: int = 1, measure: str = "abs") -> dict[str, float]:
     """The :func:`distance` of the vectors to torch's per probe, both fed the featurizer's padded batch."""
-    options = ort.SessionOptions()
-    options.log_severity_level = 4
-    options.intra_op_num_threads = threads
-    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    session = _session(path, threads)
     diffs: dict[str, float] = {}
     for probe in checks:
         batch = featurizer.batch(probe.questions)
@@ -216,19 +223,7 @@ def export_subword_verified(
     example = featurizer.batch(questions[:8])
     axes = {name: {0: "batch", 1: "length"} for name in SUBWORD_INPUTS}
     axes[OUTPUT] = {0: "batch"}
-    with warnings.catch_warnings(), torch.no_grad():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(
-            _SubwordEncoder(model).eval(),
-            tuple(example[name] for name in SUBWORD_INPUTS),
-            str(path),
-            dynamo=False,
-            opset_version=OPSET,
-            input_names=list(SUBWORD_INPUTS),
-            output_names=[OUTPUT],
-            dynamic_axes=axes,
-        )
-    onnx.checker.check_model(str(path))
+    _trace(_SubwordEncoder(model), example, SUBWORD_INPUTS, axes, path)
     diffs = compare_subword(model, featurizer, path, subword_probes(questions))
     worst = max(diffs, key=diffs.__getitem__)
     if not diffs[worst] <= tolerance:
