@@ -21,9 +21,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from paper_models import ESRERANK, HERE, askubuntu_split, evaluate, run  # noqa: E402
+from paper_models import ESRERANK, HERE, askubuntu_split, classify_titles, evaluate, run  # noqa: E402
 
-RECIPES = ("paper", "best")
+from es_plugin_bridge.models.registry import RECIPE_NAMES  # noqa: E402
+
+RECIPES = tuple(reversed(RECIPE_NAMES))  # the paper's first, then the default
 
 
 def train(model_type: str, recipe: str, run_dir: Path, train_spec: str, dev_spec: str, budget: int) -> Path:
@@ -42,8 +44,7 @@ def measure(model_type: str, recipe: str, data: Path, au: Path, out: Path, budge
     model = train(model_type, recipe, run_dir, f"pairs:{au / 'train.tsv'}", f"pairs:{au / 'dev.tsv'}", budget)
     evaluate(model, run_dir, "retrieval", "--queries", f"pairs:{au / 'test.tsv'}", "--corpus",
              f"pairs:{data / 'askubuntu-pairs/train_titles.tsv'}", "--rankers", "bm25,model,fused")
-    evaluate(model, run_dir, "classify", "--data", f"pairs:{au / 'val-test-titles.tsv'}", "--dev",
-             f"pairs:{au / 'val-dev-titles.tsv'}", "--rankers", "jaccard,bm25,model")
+    classify_titles(model, run_dir, au, "jaccard,bm25,model")
     for task in ("retrieval", "classify"):
         result[task] = json.loads((run_dir / f"{task}.json").read_text())["rankers"]
     result["train"] = json.loads((model / "config.json").read_text())["train"]

@@ -193,6 +193,12 @@ def evaluate(model: Path, run_dir: Path, task: str, *data: str) -> None:
     )
 
 
+def classify_titles(model: Path, run_dir: Path, au: Path, rankers: str) -> None:
+    """Pair classification on the ``val.tsv`` title halves: threshold on one, reported on the other."""
+    evaluate(model, run_dir, "classify", "--data", f"pairs:{au / 'val-test-titles.tsv'}", "--dev",
+             f"pairs:{au / 'val-dev-titles.tsv'}", "--rankers", rankers)
+
+
 def askubuntu(model_type: str, paths: dict[str, Path], out: Path, args: argparse.Namespace) -> None:
     au, run_dir = paths["au"], out / f"askubuntu-{model_type}"
     model = train_once(
@@ -214,17 +220,7 @@ def askubuntu(model_type: str, paths: dict[str, Path], out: Path, args: argparse
         "--rankers",
         "bm25,lmdirichlet,model,fused",
     )
-    evaluate(
-        model,
-        run_dir,
-        "classify",
-        "--data",
-        f"pairs:{au / 'val-test-titles.tsv'}",
-        "--dev",
-        f"pairs:{au / 'val-dev-titles.tsv'}",
-        "--rankers",
-        "bm25,model",
-    )
+    classify_titles(model, run_dir, au, "bm25,model")
 
 
 def semeval(model_type: str, paths: dict[str, Path], out: Path, args: argparse.Namespace) -> None:

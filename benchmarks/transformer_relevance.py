@@ -32,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from paper_models import ESRERANK, HERE, askubuntu_split, evaluate, run  # noqa: E402
+from paper_models import ESRERANK, HERE, askubuntu_split, classify_titles, evaluate, run  # noqa: E402
 
 PROTOCOLS = [("pair", "q1"), ("cluster", "q1"), ("pair", "q2"), ("cluster", "q2")]
 RANKERS = "bm25,dense,hybrid,fused"
@@ -142,17 +142,7 @@ def measure(name: str, data: Path, au: Path, out: Path, budget: int) -> dict:
         result[kind]["titles_per_s"] = speed(onnx, au)
     classify = run_dir / "fp32" / "classify.json"
     if not classify.is_file():
-        evaluate(
-            run_dir / "onnx-fp32",
-            run_dir / "fp32",
-            "classify",
-            "--data",
-            f"pairs:{au / 'val-test-titles.tsv'}",
-            "--dev",
-            f"pairs:{au / 'val-dev-titles.tsv'}",
-            "--rankers",
-            "jaccard,bm25,model",
-        )
+        classify_titles(run_dir / "onnx-fp32", run_dir / "fp32", au, "jaccard,bm25,model")
     result["classify"] = json.loads(classify.read_text())["rankers"]
     se, se_dir = data / "semeval2016-task3", out / f"semeval-{name}"
     se_model = train(

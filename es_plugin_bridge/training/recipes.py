@@ -18,9 +18,7 @@ from typing import Any
 import torch
 
 from es_plugin_bridge.errors import UserError
-from es_plugin_bridge.models.registry import LOSS_NAMES, OPTIMIZERS, REGISTRY, Recipe, model_type
-
-RECIPES: dict[str, Recipe] = {name: entry.recipe for name, entry in REGISTRY.items()}
+from es_plugin_bridge.models.registry import LOSS_NAMES, OPTIMIZERS, Recipe, model_type
 
 
 def recipe_for(model_type_name: str, recipe_name: str = "best", **overrides: Any) -> Recipe:
@@ -64,4 +62,4 @@ def warmup_schedule(
     return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / recipe.warmup))
 
 
-__all__ = ["RECIPES", "Recipe", "make_optimizer", "recipe_for", "warmup_schedule"]
+__all__ = ["Recipe", "make_optimizer", "recipe_for", "warmup_schedule"]
