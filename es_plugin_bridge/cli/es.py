@@ -48,7 +48,7 @@ def es_group() -> None:
     "sidecar_from_es",
     envvar="ESRERANK_SIDECAR_FROM_ES",
     default=None,
-    help="The sidecar's URL as Elasticsearch reaches it (e.g. http://reranker:8080 in docker "
+    help="The sidecar's URL as Elasticsearch reaches it (e.g. http://sidecar:8080 in docker "
     "compose); default: --sidecar [env ESRERANK_SIDECAR_FROM_ES].",
 )
 @click.option("--recreate", is_flag=True, help="Delete the index first if it exists.")
@@ -111,7 +111,8 @@ def setup_command(
     if meta.dimension is None:
         click.echo("mode vectors: unavailable (--no-vectors)")
     else:
-        how = "one call (rescorer retriever)" if cluster.paid else "two calls (basic licence)"
+        how = ("one call (rescorer retriever)" if cluster.paid
+               else f"two calls ({cluster.licence} licence: the linear retriever needs enterprise or trial)")
         click.echo(f"mode vectors: ready, {how}")
     click.echo("mode bridge:  ready")
     click.echo(f"next: esrerank es index SPEC --index {index_name}")
@@ -201,6 +202,7 @@ def _open_mode(
     sidecar_url: str,
     token: str | None,
     timeout: float,
+    allow_rerank_failures: bool = False,
 ) -> Any:
     from es_plugin_bridge.elastic.connection import cluster_info
     from es_plugin_bridge.elastic.first_stage import ElasticsearchFirstStage
@@ -219,7 +221,16 @@ def _open_mode(
         token=token,
         timeout=timeout,
         cluster=cluster_info(client),
+        allow_rerank_failures=allow_rerank_failures,
     )
+
+
+allow_failures_option = click.option(
+    "--allow-rerank-failures",
+    is_flag=True,
+    help="Mode native (Elasticsearch 8.19/9.1+): if Elasticsearch cannot reach the sidecar, answer in "
+    "first-stage order instead of failing the search (Elasticsearch does not mark such answers).",
+)
 
 
 @es_group.command("search")
@@ -236,6 +247,7 @@ def _open_mode(
 )
 @click.option("--explain", is_flag=True, help="Also print the request body sent and the timings.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@allow_failures_option
 @index_option
 @sidecar_options
 @connection_options
@@ -247,6 +259,7 @@ def search_command(
     window: int,
     explain: bool,
     as_json: bool,
+    allow_rerank_failures: bool,
     index_name: str,
     sidecar_url: str,
     token: str | None,
@@ -273,6 +286,7 @@ def search_command(
         sidecar_url=sidecar_url,
         token=token,
         timeout=timeout,
+        allow_rerank_failures=allow_rerank_failures,
     )
     result = searcher.search(question_from_text(text), top)
     hits = [
@@ -284,6 +298,7 @@ def search_command(
             "first_stage": first_stage,
             "reranked": result.reranked,
             "fallback_reason": result.fallback_reason,
+            "note": result.note,
             "timings_ms": result.timings_ms,
             "hits": hits,
         }
@@ -302,6 +317,8 @@ def search_command(
     console.print(table)
     if result.fallback_reason:
         console.print(f"[yellow]not reranked: {escape(result.fallback_reason)}[/yellow]")
+    if result.note:
+        console.print(f"[yellow]{escape(result.note)}[/yellow]")
     if explain:
         console.print_json(json.dumps({"timings_ms": result.timings_ms, "request": result.request}))
 

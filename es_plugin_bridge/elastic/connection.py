@@ -18,6 +18,50 @@ from es_plugin_bridge.errors import UserError
 
 DEFAULT_URL = "http://localhost:9200"
 T = TypeVar("T")
+#: The client's first release with ``elasticsearch.dsl`` (typed queries, used by every request body).
+MIN_CLIENT = (8, 18)
+
+
+def client_version() -> tuple[int, int, int]:
+    """The installed elasticsearch-py's version."""
+    import elasticsearch
+
+    return _version_tuple(elasticsearch.__versionstr__)
+
+
+def _version_tuple(text: str) -> tuple[int, int, int]:
+    """``"9.1.4-SNAPSHOT"`` → (9, 1, 4); missing parts are 0."""
+    parts = [int(p) for p in text.split("-")[0].split(".")[:3] if p.isdigit()]
+    major, minor, patch = (parts + [0, 0, 0])[:3]
+    return major, minor, patch
+
+
+def install_command(cluster_major: int) -> str:
+    """The pip line that installs a client able to talk to a cluster of this major version.
+
+    elasticsearch-py sends ``Accept: application/vnd.elasticsearch+json; compatible-with=<its major>``
+    and a cluster of an older major refuses every such request; a newer cluster accepts the previous
+    major's header. Below 8.18 the client has no ``elasticsearch.dsl``.
+    """
+    if cluster_major <= 8:
+        return "pip install 'elasticsearch>=8.18,<9'"
+    return f"pip install 'elasticsearch>={cluster_major},<{cluster_major + 1}'"
+
+
+def check_client_version(cluster_major: int, client: tuple[int, int, int] | None = None) -> None:
+    """UserError, in one line with the fixing install command, when the client cannot serve the cluster."""
+    have = client or client_version()
+    text = ".".join(map(str, have))
+    if have[:2] < MIN_CLIENT:
+        raise UserError(
+            f"elasticsearch-py {text} is too old (the product needs 8.18+ for elasticsearch.dsl); "
+            f"install one for your cluster: {install_command(cluster_major)}"
+        )
+    if have[0] > cluster_major:
+        raise UserError(
+            f"elasticsearch-py {text} cannot talk to an Elasticsearch {cluster_major}.x cluster (it asks for "
+            f"compatible-with={have[0]}, which {cluster_major}.x refuses); {install_command(cluster_major)}"
+        )
 
 
 @dataclass(frozen=True)
@@ -59,6 +103,8 @@ class Connection:
 
     def client(self) -> Any:
         """An ``elasticsearch.Elasticsearch`` client (nothing is sent yet)."""
+        if client_version()[:2] < MIN_CLIENT:
+            check_client_version(9)
         from elasticsearch import Elasticsearch
 
         self.check()
@@ -126,8 +172,14 @@ class ClusterInfo:
 
     @property
     def paid(self) -> bool:
-        """Enterprise-level features (custom inference service, text_similarity_reranker, linear)."""
-        return self.licence_active and self.licence in {"trial", "enterprise", "platinum"}
+        """Enterprise-level features: the inference API (``custom`` service, ``inference`` processor),
+        ``text_similarity_reranker``, ``linear`` and ``rrf``. Each is a ``LicensedFeature`` of
+        ``License.OperationMode.ENTERPRISE`` (``InferencePlugin.INFERENCE_API_FEATURE``,
+        ``TextSimilarityRankBuilder.TEXT_SIMILARITY_RERANKER_FEATURE``,
+        ``RRFRankPlugin.LINEAR_RETRIEVER_FEATURE`` / ``RANK_RRF_FEATURE``), and
+        ``XPackLicenseState.isAllowedByOperationMode`` allows TRIAL or a mode ≥ ENTERPRISE in the enum's
+        order (MISSING, TRIAL, BASIC, STANDARD, GOLD, PLATINUM, ENTERPRISE): platinum is not enough."""
+        return self.licence_active and self.licence in ENTERPRISE_LICENCES
 
     def require(self, mode: str) -> None:
         """UserError naming the version or licence a mode needs when this cluster lacks it."""
@@ -153,6 +205,8 @@ def _version_ok(have: tuple[int, int, int], need: dict[int, tuple[int, int]]) ->
     return major in need and have[1:] >= (need[major][1], 0)
 
 
+ENTERPRISE_LICENCES = frozenset({"trial", "enterprise"})
+
 #: What each mode needs (../shared/ELASTICSEARCH.md, "Versions and licences").
 MODE_REQUIREMENTS: dict[str, dict[str, Any]] = {
     "native": {
@@ -160,6 +214,11 @@ MODE_REQUIREMENTS: dict[str, dict[str, Any]] = {
         "version_text": "8.19+ or 9.1+",
         "licence": True,
         "why": "the custom inference service and text_similarity_reranker",
+    },
+    # allow_rerank_failures on text_similarity_reranker: 8.19 / 9.1 (TextSimilarityRankRetrieverBuilder)
+    "native-allow-failures": {
+        "version": {8: (8, 19), 9: (9, 1)},
+        "version_text": "8.19+ or 9.1+ (for allow_rerank_failures)",
     },
     # rescorer retriever (8.18/9.0) over a linear retriever (8.18/9.0): the one-call variant.
     "vectors-retriever": {
@@ -174,11 +233,15 @@ MODE_REQUIREMENTS: dict[str, dict[str, Any]] = {
 
 
 def cluster_info(client: Any) -> ClusterInfo:
-    """Version (``GET /``) and licence (``GET _license``; a cluster without it counts as basic)."""
-    info = call("reading the cluster version", client.info)
-    number = str(info["version"]["number"]).split("-")[0]
-    parts = [int(p) for p in number.split(".")[:3] if p.isdigit()]
-    version = tuple((parts + [0, 0, 0])[:3])
+    """Version (``GET /``) and licence (``GET _license``; a cluster without it counts as basic).
+
+    ``GET /`` is sent with a plain ``application/json`` Accept header, which every major answers, so a
+    client of the wrong major is named (with its install command) before any request it would break.
+    """
+    plain = {"accept": "application/json"}
+    info = call("reading the cluster version", client.perform_request, "GET", "/", headers=plain)
+    version = _version_tuple(str(info["version"]["number"]))
+    check_client_version(version[0])
     try:
         with es_errors("reading the licence"):
             lic = client.license.get()["license"]

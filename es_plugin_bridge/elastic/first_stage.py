@@ -143,7 +143,8 @@ class ElasticsearchEngine:
         """Bulk actions for a batch: the source of each question, with its embedding when asked."""
         embeddings = self.embed(batch) if self.embed is not None else [None] * len(batch)
         return [
-            {"_index": self.index_name, "_id": q.id, "_source": mappings.document(q, self.tokens(q), e)}
+            {"_index": self.index_name, "_id": q.id, "_source": mappings.document(
+                q, self.tokens(q), e, self.neural_similarity)}
             for q, e in zip(batch, embeddings, strict=True)
         ]
 

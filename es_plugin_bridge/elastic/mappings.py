@@ -17,7 +17,7 @@ Fields of a question document:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from es_plugin_bridge.data.types import Question
@@ -31,6 +31,10 @@ RERANK_FIELD = "rerank_text"
 VECTOR_FIELD = "vector"
 BOW_FIELD = "bow"
 MIN_FEATURE = 1.17549435e-38  # Lucene's FeatureField takes positive normal floats only
+PLACEHOLDER_START = "${"
+#: ``$`` as an HTML character reference: every text the product sends through a template carries this
+#: instead of ``${``, and the text pipeline decodes it back to ``$`` (titles and bodies alike).
+SAFE_PLACEHOLDER_START = "&#36;{"
 
 #: The field whose similarity each first stage scores with.
 FIELDS: dict[str, str] = {
@@ -148,19 +152,41 @@ def index_body(
     }
 
 
+def template_safe(text: str) -> str:
+    """``text`` with every ``${`` written ``&#36;{``: safe to pass through an inference template.
+
+    Elasticsearch fills a ``custom`` endpoint's request template with commons-text's
+    ``StringSubstitutor`` (which also substitutes inside the values it inserts) and then refuses the
+    request if anything matching ``\\$\\{.*?\\}`` is left (``x-pack/plugin/inference/src/main/java/org/
+    elasticsearch/xpack/inference/common/ValidatingSubstitutor.java``, run on the whole body by
+    ``services/custom/request/CustomRequest.java``). A shell snippet such as ``${HOME}`` in a question
+    would fail the search, and ``${api_key}`` would even be replaced by the secret. The product decodes
+    character references in titles and bodies, so the tokens, vectors and scores are unchanged.
+    """
+    return text.replace(PLACEHOLDER_START, SAFE_PLACEHOLDER_START)
+
+
 def rerank_text(question: Question) -> str:
     """The one string that stands for a question where Elasticsearch sends only a field's value.
 
     The sidecar reads a string as a title followed by its HTML body (split at the first tag), and
     the product parses every body as HTML anyway: so ``<`` in the title is escaped (it must not start
-    the body) and a body that does not start with a tag is wrapped in ``<p>``. The tokens are the
-    question's own (tested on the shipped samples).
+    the body) and a body that does not start with a tag is wrapped in ``<p>``. ``${`` is written
+    ``&#36;{`` (:func:`template_safe`): Elasticsearch sends this string through a request template.
+    The tokens are the question's own (tested on the shipped samples).
     """
-    title = question.title.replace("<", "&lt;")
-    body = question.body
+    title = template_safe(question.title.replace("<", "&lt;"))
+    body = template_safe(question.body)
     if not body:
         return title
     return f"{title}{body}" if body.lstrip().startswith("<") else f"{title}<p>{body}</p>"
+
+
+def has_direction(vector: Sequence[float]) -> bool:
+    """Whether a vector can be stored or queried under ``cosine``: Elasticsearch refuses to index a
+    zero vector there ("does not support vectors with zero magnitude") and ``cosineSimilarity`` of a
+    zero query vector is NaN, which ``script_score`` refuses. A text with no tokens can embed to it."""
+    return any(float(x) != 0.0 for x in vector)
 
 
 def feature_key(token: str) -> str:
@@ -179,9 +205,15 @@ def bow_features(terms: Mapping[str, float]) -> dict[str, float]:
 
 
 def document(
-    question: Question, tokens: list[str], embedding: Mapping[str, Any] | None = None
+    question: Question,
+    tokens: list[str],
+    embedding: Mapping[str, Any] | None = None,
+    neural_similarity: str = "cosine",
 ) -> dict[str, Any]:
-    """The ``_source`` of one question (``embedding``: one item of the sidecar's ``/v1/embed``)."""
+    """The ``_source`` of one question (``embedding``: one item of the sidecar's ``/v1/embed``).
+
+    Under ``cosine`` a zero vector is left out (Elasticsearch refuses to index it); the rescore
+    script then scores that document's neural term as cosine 0, as the product does in process."""
     doc: dict[str, Any] = {
         "title": question.title,
         "body": question.body,
@@ -189,7 +221,8 @@ def document(
         RERANK_FIELD: rerank_text(question),
     }
     if embedding is not None:
-        doc[VECTOR_FIELD] = [float(x) for x in embedding["vector"]]
+        if neural_similarity != "cosine" or has_direction(embedding["vector"]):
+            doc[VECTOR_FIELD] = [float(x) for x in embedding["vector"]]
         features = bow_features(embedding["terms"])
         if features:
             doc[BOW_FIELD] = features

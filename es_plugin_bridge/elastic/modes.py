@@ -15,6 +15,7 @@ truncation), so they can be compared with ``esrerank evaluate``'s ``fused``:
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,7 +30,7 @@ from es_plugin_bridge.elastic.first_stage import ElasticsearchFirstStage
 from es_plugin_bridge.elastic.mappings import rerank_text
 from es_plugin_bridge.errors import UserError
 
-MODES = ("native", "vectors", "bridge")
+MODES = ("native", "vectors", "bridge", "hybrid", "hybrid-rrf")  # hybrid*: elastic/hybrid.py
 
 
 @dataclass
@@ -39,6 +40,14 @@ class ModeResult:
     fallback_reason: str | None = None
     timings_ms: dict[str, float] = field(default_factory=dict)
     request: dict[str, Any] = field(default_factory=dict)  # the (last) search body, for --explain
+    note: str | None = None  # what the user should know about this answer (e.g. allow_rerank_failures)
+
+
+#: What ``--allow-rerank-failures`` gives, said with every such answer: Elasticsearch does not mark it.
+ALLOW_FAILURES_NOTE = (
+    "allow_rerank_failures is on: if Elasticsearch could not reach the sidecar, this is the first-stage "
+    "order (Elasticsearch keeps the first-stage scores and does not say so in the answer)"
+)
 
 
 def _hits(answer: Mapping[str, Any]) -> list[tuple[str, float]]:
@@ -64,6 +73,7 @@ class _Mode:
         return self.stage.index
 
     def _search(self, k: int, **body: Any) -> tuple[dict[str, Any], float]:
+        """One search of the index; ``preference`` (when given) pins the shard copies it reads."""
         start = time.perf_counter()
         answer = call(
             f"searching {self.index} (mode {self.name})",
@@ -93,10 +103,16 @@ class NativeMode(_Mode):
     name = "native"
 
     def __init__(
-        self, stage: ElasticsearchFirstStage, beta: Mapping[str, float], window: int, inference_id: str
+        self,
+        stage: ElasticsearchFirstStage,
+        beta: Mapping[str, float],
+        window: int,
+        inference_id: str,
+        allow_failures: bool = False,
     ) -> None:
         super().__init__(stage, beta, window)
         self.inference_id = inference_id
+        self.allow_failures = allow_failures
 
     def search(
         self,
@@ -116,9 +132,12 @@ class NativeMode(_Mode):
             window=window,
             only=only,
             exclude=exclude,
+            allow_failures=self.allow_failures,
         )
         answer, ms = self._search(k, retriever=retriever)
-        return ModeResult(_hits(answer), True, timings_ms={"search": ms}, request={"retriever": retriever})
+        note = (ALLOW_FAILURES_NOTE if self.allow_failures else None)
+        return ModeResult(_hits(answer), True, timings_ms={"search": ms}, request={"retriever": retriever},
+                          note=note)
 
 
 class VectorsMode(_Mode):
@@ -177,10 +196,14 @@ class VectorsMode(_Mode):
             answer, timings["search"] = self._search(k, retriever=retriever)
             return ModeResult(_hits(answer), True, timings_ms=timings, request={"retriever": retriever})
         first = queries.first_stage_query(self.stage.similarity, tokens, only=only, exclude=exclude)
-        probe, timings["window"] = self._search(window, query=first)
+        # The same preference string on both calls: both read the same shard copies, so the second
+        # call's first-pass scores are the ones the first call measured (a replica may hold other
+        # deleted-document statistics until it merges).
+        pin = {"preference": f"esrerank-{uuid.uuid4().hex}"}
+        probe, timings["window"] = self._search(window, query=first, **pin)
         weight = queries.basic_query_weight(self.beta["first_stage"], [s for _, s in _hits(probe)])
         body = {"query": first, "rescore": queries.rescore(rest, window, weight)}
-        answer, timings["search"] = self._search(k, **body)
+        answer, timings["search"] = self._search(k, **body, **pin)
         return ModeResult(_hits(answer), True, timings_ms=timings, request=body)
 
 
@@ -227,12 +250,19 @@ def make_mode(
     token: str | None,
     timeout: float,
     cluster: Any,
+    allow_rerank_failures: bool = False,
+    knn: str = "exact",
 ) -> _Mode:
     """The mode ``mode`` over ``stage`` with the index meta's β for that first stage; UserError naming
     what the cluster or the index lacks for it."""
     if mode not in MODES:
         raise UserError(f"unknown mode {mode!r} (choose from {', '.join(MODES)})")
     cluster.require(mode)
+    if mode in ("hybrid", "hybrid-rrf"):  # knn: exact (script_score) or hnsw
+        from es_plugin_bridge.elastic.hybrid import make_hybrid_mode
+
+        return make_hybrid_mode(mode, stage, meta, window=window, sidecar_url=sidecar_url, token=token,
+                                timeout=timeout, cluster=cluster, knn=knn)
     beta = meta.beta(stage.similarity)
     if mode == "native":
         endpoint = meta.inference.get(stage.similarity)
@@ -241,7 +271,9 @@ def make_mode(
                 f"index {stage.index} has no inference endpoint for {stage.similarity}; run "
                 "`esrerank es setup` against a cluster that supports mode native"
             )
-        return NativeMode(stage, beta, window, endpoint)
+        if allow_rerank_failures:
+            cluster.require("native-allow-failures")
+        return NativeMode(stage, beta, window, endpoint, allow_rerank_failures)
     if mode == "vectors":
         if meta.dimension is None:
             raise UserError(f"index {stage.index} holds no vectors (it was set up without a model)")

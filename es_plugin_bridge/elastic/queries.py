@@ -57,25 +57,55 @@ def bow_query(terms: Mapping[str, float]) -> Body:
 
 
 def neural_script(similarity: str) -> str:
-    """Painless for the neural part; ≥ 0 as Elasticsearch requires (cosine shifted by +1)."""
+    """Painless for the neural part; ≥ 0 as Elasticsearch requires (cosine shifted by +1).
+
+    A document stored without a vector (a zero vector: Elasticsearch refuses to index it under
+    ``cosine``) scores cosine 0, as the product's own cosine of a zero vector does.
+    """
     if similarity == "manhattan":
         return f"Math.exp(-l1norm(params.q, '{VECTOR_FIELD}'))"
-    return f"(cosineSimilarity(params.q, '{VECTOR_FIELD}') + 1.0)"
+    return (f"(doc['{VECTOR_FIELD}'].size() == 0 ? 1.0 : "
+            f"cosineSimilarity(params.q, '{VECTOR_FIELD}') + 1.0)")
+
+
+def neural_range(similarity: str) -> tuple[float, float]:
+    """Bounds of :func:`neural_script`: exp(−L1) in (0, 1], cosine + 1 in [0, 2]."""
+    return (0.0, 1.0) if similarity == "manhattan" else (0.0, 2.0)
+
+
+def rest_shift(beta: Mapping[str, float], similarity: str) -> float:
+    """The constant that keeps the rest of fused ≥ 0 whatever the sign of β_bow and β_nn.
+
+    ``script_score`` refuses negative scores. The BOW part (Σ u·v of non-negative features) is in
+    [0, 1] and the neural part in :func:`neural_range`, so ``β·x`` is ≥ ``min(β·low, β·high)``; adding
+    the opposite of those lows is one constant per query: the order is unchanged.
+    """
+    low, high = neural_range(similarity)
+    bow, neural = float(beta["bow"]), float(beta["neural"])
+    return -min(0.0, bow) - min(0.0, neural * low, neural * high)
 
 
 def rest_of_fused(
     vector: Sequence[float], terms: Mapping[str, float], beta: Mapping[str, float], similarity: str
 ) -> Body:
-    """``script_score`` = β_bow·cos_bow + β_nn·(neural shifted ≥ 0): the fused score less its first stage."""
-    script = {
-        "source": f"params.b_bow * _score + params.b_nn * {neural_script(similarity)}",
-        "params": {
-            "b_bow": float(beta["bow"]),
-            "b_nn": float(beta["neural"]),
-            "q": [float(x) for x in vector],
-        },
-    }
-    return Q.ScriptScore(query=bow_query(terms), script=script).to_dict()
+    """``script_score`` = β_bow·cos_bow + β_nn·(neural shifted ≥ 0) + shift: the fused score less its
+    first stage, plus the constant :func:`rest_shift` (non-zero only for a negative β).
+
+    A query whose vector is zero (a text with no tokens, cosine models) has cosine 0 with every
+    document in the product; ``cosineSimilarity`` would be NaN and fail the script, so its neural
+    term is the constant β_nn·1 instead.
+    """
+    has_vector = similarity == "manhattan" or any(float(x) != 0.0 for x in vector)
+    neural = neural_script(similarity) if has_vector else "1.0"
+    params: dict[str, Any] = {"b_bow": float(beta["bow"]), "b_nn": float(beta["neural"])}
+    if has_vector:
+        params["q"] = [float(x) for x in vector]
+    source = f"params.b_bow * _score + params.b_nn * {neural}"
+    shift = rest_shift(beta, similarity)
+    if shift:
+        source += " + params.shift"
+        params["shift"] = shift
+    return Q.ScriptScore(query=bow_query(terms), script={"source": source, "params": params}).to_dict()
 
 
 def native_retriever(
@@ -88,12 +118,18 @@ def native_retriever(
     window: int,
     only: Collection[str] | None = None,
     exclude: Collection[str] | None = None,
+    allow_failures: bool = False,
 ) -> Body:
     """Mode native: ``linear`` of the first stage (weight β_fs, ``minmax``) and the sidecar's reranker.
 
     The sidecar's endpoint answers the linear rest of the fused score (``/v1/rerank?score=linear``),
     which Elasticsearch turns into s + 1 (s ≥ 0); the sum is ``fused + 1 + const``. Both children see
     the same first-stage window (``rank_window_size`` of the reranker = the parent's).
+
+    ``allow_failures`` (``allow_rerank_failures``, Elasticsearch 8.19/9.1+): when the sidecar fails,
+    ``RankFeaturePhase`` keeps the window's first-stage scores instead of failing the search, so the
+    ``linear`` sum is β_fs·minmax(s) + s: the first-stage order. Elasticsearch marks nothing in the
+    answer (``TextSimilarityRankRetrieverBuilder``, ``RankFeaturePhaseRankCoordinatorContext``).
     """
     first = first_stage_query(similarity, tokens, only=only, exclude=exclude)
     reranker = {
@@ -103,6 +139,7 @@ def native_retriever(
             "inference_id": inference_id,
             "inference_text": query_text,
             "rank_window_size": window,
+            **({"allow_rerank_failures": True} if allow_failures else {}),
         }
     }
     return {

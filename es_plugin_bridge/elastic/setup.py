@@ -9,6 +9,8 @@ directory.
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,8 +28,26 @@ RERANK_RESPONSE = {"relevance_score": "$.results[*].relevance_score", "reranked_
 RERANK_REQUEST = '{"query": ${query}, "documents": ${input}}'
 
 
-def inference_id(index: str, first_stage: str) -> str:
-    return f"esrerank-{index}-{first_stage}"
+#: ``MlStrings.isValidId`` (x-pack/plugin/core/.../ml/utils/MlStrings.java), which ``PUT _inference``
+#: applies to the endpoint id: lowercase alphanumerics, ``_``, ``-``, ``.``, alphanumeric at both ends.
+VALID_ID = re.compile(r"[a-z0-9](?:[a-z0-9_\-.]*[a-z0-9])?")
+#: Seconds the client waits for ``PUT _inference`` (Elasticsearch's own ``timeout=60s`` plus a margin):
+#: Elasticsearch calls the sidecar before it answers, so the usual 30 s request timeout is too short.
+PUT_ENDPOINT_SECONDS = 90.0
+
+
+def inference_id(index: str, purpose: str) -> str:
+    """The endpoint id for ``index`` and ``purpose`` (a first stage, ``embed``, ``bow``).
+
+    Index names may hold characters an endpoint id may not (``my+questions``); those become ``-`` and
+    a short hash of the index name keeps two such names apart. Legal ids are kept as they were.
+    """
+    plain = f"esrerank-{index}-{purpose}"
+    if VALID_ID.fullmatch(plain):
+        return plain
+    clean = re.sub(r"[^a-z0-9_.-]+", "-", index.lower()).strip("-_.") or "index"
+    digest = hashlib.sha256(index.encode("utf-8")).hexdigest()[:8]
+    return f"esrerank-{clean}-{digest}-{purpose}"
 
 
 def inference_endpoint(sidecar_url: str, first_stage: str, token: str | None) -> dict[str, Any]:
@@ -153,7 +173,7 @@ def register_endpoints(
         with es_errors(f"registering inference endpoint {endpoint} (Elasticsearch calls {sidecar_url})"):
             if client.options(ignore_status=404).inference.get(inference_id=endpoint).meta.status == 200:
                 client.inference.delete(inference_id=endpoint, force=True)
-            client.inference.put(
+            client.options(request_timeout=PUT_ENDPOINT_SECONDS).inference.put(
                 task_type="rerank", inference_id=endpoint, inference_config=body, timeout="60s"
             )
         ids[stage] = endpoint

@@ -5,7 +5,8 @@
 The files are what the code sends (``tests/test_es_requests.py`` checks they are current), for people
 who read or apply them by hand (Kibana Dev Tools, curl). Model-dependent values are examples: a
 384-dimensional cosine model, β = {first_stage 0.3, bow 0.2, neural 0.5}, the sidecar at
-``http://reranker:8080`` (its docker compose name), the query "How do I upgrade to 12.04?".
+``http://sidecar:8080`` (its service name in ``docker/docker-compose.yml``), the query
+"How do I upgrade to 12.04?".
 ``esrerank es setup`` writes the real ones for a model into the cluster.
 """
 
@@ -26,6 +27,7 @@ EXAMPLE_BETA = {"first_stage": 0.3, "bow": 0.2, "neural": 0.5}
 EXAMPLE_QUERY = Question("q", "How do I upgrade to 12.04?", "")
 EXAMPLE_INDEX = "esrerank-questions"
 DIMENSION = 384
+COMPOSE_SIDECAR = "http://sidecar:8080"  # the sidecar service of docker/docker-compose.yml
 
 
 def bodies() -> dict[str, Any]:
@@ -38,7 +40,7 @@ def bodies() -> dict[str, Any]:
     return {
         "questions-index.json": index_body(dimension=DIMENSION, neural_similarity="cosine"),
         "questions-index-no-vectors.json": index_body(),
-        "inference-endpoint-bm25.json": inference_endpoint("http://reranker:8080", "bm25", None),
+        "inference-endpoint-bm25.json": inference_endpoint(COMPOSE_SIDECAR, "bm25", None),
         "search-first-stage-bm25.json": {"query": queries.first_stage_query("bm25", tokens), "size": window},
         "search-native.json": {"retriever": queries.native_retriever(
             similarity="bm25", tokens=tokens, query_text=rerank_text(EXAMPLE_QUERY),

@@ -38,6 +38,34 @@ CLASSES = {
     "RankFeaturesProperty": "specification/_types/mapping/core.ts",
     "DenseVectorProperty": "specification/_types/mapping/DenseVectorProperty.ts",
     "DenseVectorIndexOptions": "specification/_types/mapping/DenseVectorProperty.ts",
+    "SparseVectorProperty": "specification/_types/mapping/core.ts",
+    "KnnRetriever": "specification/_types/Retriever.ts",
+    "RRFRetriever": "specification/_types/Retriever.ts",
+    "RRFRetrieverComponent": "specification/_types/Retriever.ts",
+    "KnnSearch": "specification/_types/Knn.ts",
+    "KnnQuery": "specification/_types/Knn.ts",
+    "QueryVectorBuilder": "specification/_types/Knn.ts",
+    "TextEmbedding": "specification/_types/Knn.ts",
+    "SparseVectorQuery": "specification/_types/query_dsl/SparseVectorQuery.ts",
+    "QueryBase": "specification/_types/query_dsl/abstractions.ts",
+    "Pipeline": "specification/ingest/_types/Pipeline.ts",
+    "ProcessorContainer": "specification/ingest/_types/Processors.ts",
+    "ProcessorBase": "specification/ingest/_types/Processors.ts",
+    "InferenceProcessor": "specification/ingest/_types/Processors.ts",
+    "InputConfig": "specification/ingest/_types/Processors.ts",
+    "ScriptProcessor": "specification/ingest/_types/Processors.ts",
+    "CustomRequestParams": "specification/inference/_types/CommonTypes.ts",
+    "CustomResponseParams": "specification/inference/_types/CommonTypes.ts",
+    "ReindexSource": "specification/_global/reindex/types.ts#Source",
+    "ReindexDestination": "specification/_global/reindex/types.ts#Destination",
+}
+#: Fields Elasticsearch's own parser accepts that the specification does not list yet, each with the
+#: source file that declares it (checked there, not in the specification).
+SOURCE_ONLY: dict[str, dict[str, str]] = {
+    "TextSimilarityReranker": {
+        "allow_rerank_failures": "x-pack/plugin/inference/src/main/java/org/elasticsearch/xpack/inference/"
+        "rank/textsimilarity/TextSimilarityRankRetrieverBuilder.java (FAILURES_ALLOWED_FIELD; 8.19, 9.1)",
+    },
 }
 FIELD = re.compile(r"^  (\w+)(\?)?: ")
 
@@ -51,7 +79,8 @@ def read(spec: Path, path: str) -> str:
 
 
 def parse(source: str, name: str) -> tuple[str | None, dict[str, bool]]:
-    match = re.search(rf"^export class {name}(?: extends (\w+))? \{{\n(.*?)^\}}", source, re.M | re.S)
+    match = re.search(rf"^export (?:class|interface) {name}(?:<[^>]*>)?(?: extends (\w+))? \{{\n(.*?)^\}}",
+                      source, re.M | re.S)
     if match is None:
         raise SystemExit(f"class {name} not found")
     fields = {}
@@ -69,7 +98,10 @@ def main() -> None:
         "--out", type=Path, default=Path(__file__).resolve().parents[1] / "data" / "es_spec_shapes.json"
     )
     args = ap.parse_args()
-    raw = {name: parse(read(args.spec, path), name) for name, path in CLASSES.items()}
+    raw = {}
+    for name, where in CLASSES.items():
+        path, _, cls = where.partition("#")
+        raw[name] = parse(read(args.spec, path), cls or name)
 
     def resolve(name: str) -> dict[str, bool]:
         parent, fields = raw[name]
@@ -83,9 +115,10 @@ def main() -> None:
         "commit": commit,
         "classes": {
             name: {
-                "fields": sorted(resolve(name)),
+                "fields": sorted({*resolve(name), *SOURCE_ONLY.get(name, {})}),
                 "required": sorted(k for k, v in resolve(name).items() if v),
                 "file": CLASSES[name],
+                **({"source_only": SOURCE_ONLY[name]} if name in SOURCE_ONLY else {}),
             }
             for name in CLASSES
         },
