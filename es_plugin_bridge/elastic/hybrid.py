@@ -1,0 +1,532 @@
+"""Modes ``hybrid`` and ``hybrid-rrf``: candidates from the first stage *and* the model's vectors.
+
+Why: every other mode reranks the first stage's window, and a duplicate BM25 missed is never in it;
+the model's vectors find it (held-out AskUbuntu, README "The transformer type": ``hybrid`` and
+``dense`` beat ``fused``). These modes give the in-process rankers' orders
+(``es_plugin_bridge/rankers/whole_collection.py``), per query:
+
+``hybrid`` (exact on any licence, Elasticsearch 8.8+)
+  0. the sidecar embeds the query (``/v1/embed``: vector and BOW terms), as mode vectors does;
+  1. one ``_msearch``: the first stage's top ``window`` and the vectors' top ``window`` (exact: a
+     ``script_score`` of the neural similarity over every document with a vector; ``--knn hnsw``:
+     approximate ``knn``);
+  2. one search restricted to the union of the two: its first stage carries ``_name`` and
+     ``include_named_queries_score`` returns each hit's first-stage score in ``matched_queries`` (a
+     member the first stage does not match has none: 0, as in process); a ``query`` rescore with
+     ``query_weight: 0`` makes ``_score`` the rest of fused (``queries.rest_of_fused``). The client
+     min-maxes the named scores over the union and adds β_fs·minmax: fused + one constant per query.
+  Not ``linear``: it min-maxes a child over that child's own top window, never over the union (a
+  knn-only member's first-stage score is not in it), and it needs enterprise.
+
+``hybrid-rrf``
+  The ``rrf`` retriever over a ``standard`` (first stage) and a ``knn`` (or exact ``script_score``)
+  retriever, ``rank_constant`` 60 and ``rank_window_size`` = window (enterprise or trial, 8.16+).
+  Elsewhere the client fuses the two lists of one ``_msearch`` with the same formula.
+
+HNSW (``--knn hnsw``) is approximate: a true neighbour can be missing from the vectors' window, so
+the union can lack it; the union's scores stay exact. A query with no tokens skips the first-stage
+search, and one whose vector is zero (cosine models) skips the vectors' search: Elasticsearch cannot
+query a zero vector under cosine (``cosineSimilarity`` is NaN, ``knn`` refuses it), and in process
+every cosine is then 0, so that window is an arbitrary tie. Manhattan models: exact only (no ``knn``
+similarity is an L1 distance, and their vector field is not indexed for ``knn``).
+
+Shapes: elasticsearch-specification ``specification/_types/Retriever.ts`` (``RRFRetriever``,
+``KnnRetriever``, ``StandardRetriever``), ``_types/Knn.ts`` (``KnnSearch``),
+``_global/search/SearchRequest.ts`` (``include_named_queries_score``, a query parameter),
+``_global/search/_types/hits.ts`` (``matched_queries?: string[] | Dictionary<string, double>``),
+``_global/msearch/types.ts`` (``MultisearchHeader``); checked by ``tests/test_es_hybrid.py``.
+Behaviour: elasticsearch ``x-pack/plugin/rank-rrf/.../rrf/RRFRankPlugin.java`` (``RANK_RRF_FEATURE``:
+``License.OperationMode.ENTERPRISE``), ``RRFRetrieverBuilder.java`` (``DEFAULT_RANK_CONSTANT = 60``,
+score ``Σ 1/(rank_constant + rank)``, ties to the smaller doc id),
+``server/.../search/fetch/subphase/MatchedQueriesPhase.java`` (the named query's own score, boost 1),
+``rest-api-spec`` ``search/...named_queries`` ("introduced in 8.8.0").
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+import uuid
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from elasticsearch.dsl import query as Q
+
+from es_plugin_bridge.core.fusion import minmax
+from es_plugin_bridge.data.types import Question
+from es_plugin_bridge.elastic import queries
+from es_plugin_bridge.elastic.connection import call
+from es_plugin_bridge.elastic.embedding import EmbedError, SidecarEmbedder
+from es_plugin_bridge.elastic.first_stage import ElasticsearchFirstStage
+from es_plugin_bridge.elastic.mappings import VECTOR_FIELD
+from es_plugin_bridge.elastic.modes import ModeResult, _Mode
+from es_plugin_bridge.errors import UserError
+
+Body = dict[str, Any]
+Hits = list[tuple[str, float]]
+
+HYBRID_MODES = ("hybrid", "hybrid-rrf")
+KNN_METHODS = ("exact", "hnsw")
+#: ``_name`` of the first stage in step 2; its score comes back in ``matched_queries``.
+FIRST_STAGE_NAME = "esrerank_first_stage"
+#: Elasticsearch's default and the in-process ``hybrid-rrf``'s ``k`` (``whole_collection.RRF_K``).
+RANK_CONSTANT = 60
+#: Elasticsearch's cap on ``num_candidates`` (and so on ``k``) of a ``knn`` search.
+MAX_NUM_CANDIDATES = 10_000
+#: The ``rrf`` retriever's first GA release; before it (or without enterprise) the client fuses.
+RRF_RETRIEVER_SINCE = (8, 16, 0)
+ENTERPRISE = frozenset({"trial", "enterprise"})
+
+
+def num_candidates(window: int) -> int:
+    """HNSW candidates per shard: 10× the window (capped at Elasticsearch's 10,000), ≥ ``k``."""
+    if window > MAX_NUM_CANDIDATES:
+        raise UserError(f"--knn hnsw takes a window of at most {MAX_NUM_CANDIDATES}, got {window}")
+    return min(MAX_NUM_CANDIDATES, 10 * window)
+
+
+def has_direction(vector: Sequence[float]) -> bool:
+    """Whether a query vector can be searched under cosine (a zero vector has no direction)."""
+    return any(float(x) != 0.0 for x in vector)
+
+
+def _id_clauses(only: Collection[str] | None, exclude: Collection[str] | None) -> tuple[list[Any], list[Any]]:
+    filters = [Q.Ids(values=list(dict.fromkeys(only)))] if only is not None else []
+    must_not = [Q.Ids(values=sorted(exclude))] if exclude else []
+    return filters, must_not
+
+
+def exact_dense_query(
+    vector: Sequence[float],
+    similarity: str,
+    *,
+    only: Collection[str] | None = None,
+    exclude: Collection[str] | None = None,
+) -> Body:
+    """The exact nearest neighbours: ``script_score`` of the neural similarity (cosine + 1, or
+    exp(−L1)) over every document that has a vector, as the in-process ``dense`` ranker computes it."""
+    filters, must_not = _id_clauses(only, exclude)
+    return Q.ScriptScore(
+        query=Q.Bool(filter=[Q.Exists(field=VECTOR_FIELD), *filters], must_not=must_not),
+        script={"source": queries.neural_script(similarity), "params": {"q": [float(x) for x in vector]}},
+    ).to_dict()
+
+
+def knn_search(
+    vector: Sequence[float],
+    window: int,
+    *,
+    only: Collection[str] | None = None,
+    exclude: Collection[str] | None = None,
+) -> Body:
+    """Approximate (HNSW) nearest neighbours: a ``knn`` section (``KnnSearch``, or a ``KnnRetriever``)."""
+    body: Body = {
+        "field": VECTOR_FIELD,
+        "query_vector": [float(x) for x in vector],
+        "k": window,
+        "num_candidates": num_candidates(window),
+    }
+    filters, must_not = _id_clauses(only, exclude)
+    if filters or must_not:
+        body["filter"] = Q.Bool(filter=filters, must_not=must_not).to_dict()
+    return body
+
+
+def _search_body(**parts: Any) -> Body:
+    return {**parts, "_source": False, "track_total_hits": False}
+
+
+def first_stage_search(
+    similarity: str,
+    tokens: Sequence[str],
+    window: int,
+    *,
+    only: Collection[str] | None = None,
+    exclude: Collection[str] | None = None,
+) -> Body:
+    """Search body of the first stage's top window (ids and scores)."""
+    query = queries.first_stage_query(similarity, tokens, only=only, exclude=exclude)
+    return _search_body(query=query, size=window)
+
+
+def dense_search(
+    vector: Sequence[float],
+    window: int,
+    similarity: str,
+    knn: str,
+    *,
+    only: Collection[str] | None = None,
+    exclude: Collection[str] | None = None,
+) -> Body:
+    """Search body of the vectors' top window: exact ``script_score``, or HNSW ``knn``."""
+    if knn == "hnsw":
+        return _search_body(knn=knn_search(vector, window, only=only, exclude=exclude), size=window)
+    return _search_body(query=exact_dense_query(vector, similarity, only=only, exclude=exclude), size=window)
+
+
+def msearch_lines(bodies: Sequence[Body], preference: str) -> list[Body]:
+    """``_msearch`` items: a header (the same ``preference`` as step 2: the same shard copies, so the
+    same collection statistics) before each body."""
+    lines: list[Body] = []
+    for body in bodies:
+        lines += [{"preference": preference}, body]
+    return lines
+
+
+def named(query: Body, name: str = FIRST_STAGE_NAME) -> Body:
+    """``query`` with ``_name`` on its one ``match`` clause (the first stage's score, nothing else)."""
+    out = copy.deepcopy(query)
+    found: list[Body] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "match" and isinstance(value, dict) and len(value) == 1:
+                    found.append(next(iter(value.values())))
+                else:
+                    walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk(out)
+    if len(found) != 1:
+        raise AssertionError(f"the first stage has {len(found)} match clauses, expected one")
+    found[0]["_name"] = name
+    return out
+
+
+def union_search(similarity: str, tokens: Sequence[str], union: Sequence[str], rest: Body) -> Body:
+    """Step 2: the union's first-stage scores (named) and, as ``_score``, the rest of fused.
+
+    ``first_stage_query(only=union)`` returns every member (the ``ids`` filter makes the match
+    optional); the rescore window holds them all, and ``query_weight: 0`` drops the first pass.
+    """
+    query = named(queries.first_stage_query(similarity, tokens, only=list(union)))
+    return _search_body(query=query, rescore=queries.rescore(rest, len(union), 0.0), size=len(union))
+
+
+def first_stage_score(hit: Mapping[str, Any], name: str = FIRST_STAGE_NAME) -> float:
+    """The named first-stage score of one hit; 0 when the first stage does not match it."""
+    matched = hit.get("matched_queries")
+    if matched is None:
+        return 0.0
+    if not isinstance(matched, Mapping):
+        raise UserError(
+            "Elasticsearch answered matched_queries without scores: mode hybrid needs "
+            "include_named_queries_score (Elasticsearch 8.8+)"
+        )
+    return float(matched.get(name, 0.0))
+
+
+def fuse_union(
+    union: Sequence[str], hits: Sequence[Mapping[str, Any]], beta_first_stage: float, k: int
+) -> Hits:
+    """β_fs·minmax(first stage over the union) + the rest of fused, top ``k``; ties keep union order.
+
+    The min-max is the product's own (``core.fusion.minmax``) over every member Elasticsearch
+    returned, as the in-process ``hybrid`` computes ``fuse`` over the union.
+    """
+    by_id = {h["_id"]: h for h in hits}
+    ids = [doc for doc in union if doc in by_id]
+    if not ids:
+        return []
+    first = np.array([first_stage_score(by_id[doc]) for doc in ids], dtype=np.float64)
+    rest = np.array([float(by_id[doc]["_score"]) for doc in ids], dtype=np.float64)
+    total = float(beta_first_stage) * minmax(first) + rest
+    order = np.lexsort((np.arange(len(ids)), -total))[:k]
+    return [(ids[i], float(total[i])) for i in order]
+
+
+def rrf_retriever(
+    *,
+    similarity: str,
+    tokens: Sequence[str],
+    vector: Sequence[float],
+    neural_similarity: str,
+    knn: str,
+    window: int,
+    rank_constant: int = RANK_CONSTANT,
+    only: Collection[str] | None = None,
+    exclude: Collection[str] | None = None,
+) -> Body:
+    """Mode hybrid-rrf in one call: ``rrf`` over the first stage and the vectors (enterprise/trial)."""
+    first = queries.first_stage_query(similarity, tokens, only=only, exclude=exclude)
+    if knn == "hnsw":
+        dense: Body = {"knn": knn_search(vector, window, only=only, exclude=exclude)}
+    else:
+        exact = exact_dense_query(vector, neural_similarity, only=only, exclude=exclude)
+        dense = {"standard": {"query": exact}}
+    return {
+        "rrf": {
+            "retrievers": [{"standard": {"query": first}}, dense],
+            "rank_constant": int(rank_constant),
+            "rank_window_size": int(window),
+        }
+    }
+
+
+def rrf_fuse(lists: Sequence[Hits], k: int, rank_constant: float = RANK_CONSTANT) -> Hits:
+    """Σ 1/(rank_constant + rank) over the lists, top ``k``; ties keep first-seen order (as in process)."""
+    fused: dict[str, float] = {}
+    for hits in lists:
+        for rank, (doc, _) in enumerate(hits, start=1):
+            fused[doc] = fused.get(doc, 0.0) + 1.0 / (rank_constant + rank)
+    ids = list(fused)
+    scores = np.array([fused[doc] for doc in ids], dtype=np.float64)
+    order = np.lexsort((np.arange(len(ids)), -scores))[:k]
+    return [(ids[i], float(scores[i])) for i in order]
+
+
+def example_bodies(
+    similarity: str,
+    tokens: Sequence[str],
+    vector: Sequence[float],
+    terms: Mapping[str, float],
+    beta: Mapping[str, float],
+    window: int,
+) -> Body:
+    """``mappings/elasticsearch/search-hybrid.json``: both modes' requests for one query, for people
+    who send them by hand. Step 2's three ids stand for the union of step 1's hits (its ``size`` and
+    rescore ``window_size`` are the union's length, at most twice the window)."""
+    rest = queries.rest_of_fused(vector, terms, beta, "cosine")
+    preference = "esrerank-example"
+    union = ["id-1", "id-2", "id-3"]
+    return {
+        "hybrid": {
+            "1 POST /INDEX/_msearch": msearch_lines(
+                [
+                    first_stage_search(similarity, tokens, window),
+                    dense_search(vector, window, "cosine", "exact"),
+                ],
+                preference,
+            ),
+            "2 POST /INDEX/_search?include_named_queries_score=true&preference=esrerank-example":
+                union_search(similarity, tokens, union, rest),
+            "3 client": f"score = {beta['first_stage']} * minmax over the union of "
+            f"matched_queries.{FIRST_STAGE_NAME} (0 when absent) + _score",
+            "--knn hnsw: the second body of step 1": dense_search(vector, window, "cosine", "hnsw"),
+        },
+        "hybrid-rrf": {
+            "POST /INDEX/_search (enterprise or trial)": {
+                "retriever": rrf_retriever(similarity=similarity, tokens=tokens, vector=vector,
+                                           neural_similarity="cosine", knn="hnsw", window=window),
+                "size": 10,
+            },
+        },
+    }
+
+
+def _client_kwargs(body: Body) -> Body:
+    """A request body as elasticsearch-py's keyword arguments (``_source`` is ``source`` there)."""
+    return {("source" if key == "_source" else key): value for key, value in body.items()}
+
+
+class _WindowsMode(_Mode):
+    """The query embedded once; the first stage's and the vectors' top windows in one ``_msearch``."""
+
+    def __init__(
+        self,
+        stage: ElasticsearchFirstStage,
+        beta: Mapping[str, float],
+        window: int,
+        embedder: SidecarEmbedder,
+        neural_similarity: str,
+        knn: str = "exact",
+    ) -> None:
+        super().__init__(stage, beta, window)
+        if knn not in KNN_METHODS:
+            raise UserError(f"unknown --knn {knn!r} (choose from {', '.join(KNN_METHODS)})")
+        self.embedder = embedder
+        self.neural_similarity = neural_similarity
+        self.knn = knn
+        # One custom preference string for every call of this mode: the same shard copies answer.
+        self.preference = f"esrerank-{uuid.uuid4().hex[:12]}"
+
+    def _embed(self, query: Question, timings: dict[str, float]) -> dict[str, Any]:
+        start = time.perf_counter()
+        try:
+            embedding = self.embedder.embed([query])[0]
+        except EmbedError as exc:
+            raise UserError(f"mode {self.name} needs the sidecar to embed the query: {exc}") from None
+        timings["embed"] = 1000 * (time.perf_counter() - start)
+        return embedding
+
+    def _searchable(self, vector: Sequence[float]) -> bool:
+        return self.neural_similarity == "manhattan" or has_direction(vector)
+
+    def _windows(
+        self,
+        tokens: Sequence[str],
+        vector: Sequence[float],
+        window: int,
+        only: Collection[str] | None,
+        exclude: Collection[str] | None,
+        timings: dict[str, float],
+    ) -> tuple[dict[str, Hits], list[Body]]:
+        """Each part's top window (``first_stage``, ``dense``), skipping a part that cannot search."""
+        parts: dict[str, Body] = {}
+        if tokens:
+            parts["first_stage"] = first_stage_search(
+                self.stage.similarity, tokens, window, only=only, exclude=exclude
+            )
+        if self._searchable(vector):
+            parts["dense"] = dense_search(
+                vector, window, self.neural_similarity, self.knn, only=only, exclude=exclude
+            )
+        lists: dict[str, Hits] = {"first_stage": [], "dense": []}
+        if not parts:
+            return lists, []
+        lines = msearch_lines(list(parts.values()), self.preference)
+        start = time.perf_counter()
+        answer = call(
+            f"searching {self.index} (mode {self.name}: both windows)",
+            self.client.msearch,
+            index=self.index,
+            searches=lines,
+        )
+        timings["windows"] = 1000 * (time.perf_counter() - start)
+        for name, response in zip(parts, answer["responses"], strict=True):
+            if "error" in response:
+                error = response["error"]
+                reason = error.get("reason", error) if isinstance(error, Mapping) else error
+                raise UserError(
+                    f"searching {self.index} (mode {self.name}, {name} window): Elasticsearch answered "
+                    f"{response.get('status', '?')}: {reason}"
+                )
+            lists[name] = [(h["_id"], float(h["_score"])) for h in response["hits"]["hits"]]
+        return lists, lines
+
+
+class HybridMode(_WindowsMode):
+    """The in-process ``hybrid`` ranker: fused β over the union of both windows (exact, any licence)."""
+
+    name = "hybrid"
+
+    def search(
+        self,
+        query: Question,
+        k: int,
+        *,
+        only: Collection[str] | None = None,
+        exclude: Collection[str] | None = None,
+    ) -> ModeResult:
+        """``only`` (rerank a candidate list): the union is the candidates, i.e. ``fused`` over them."""
+        window = max(k, self.window)
+        timings: dict[str, float] = {}
+        embedding = self._embed(query, timings)
+        vector, tokens = embedding["vector"], self.stage.tokens(query)
+        request: dict[str, Any] = {}
+        if only is not None:
+            union = [doc for doc in dict.fromkeys(only) if not exclude or doc not in exclude]
+        else:
+            lists, request["msearch"] = self._windows(tokens, vector, window, None, exclude, timings)
+            union = list(dict.fromkeys(doc for part in lists.values() for doc, _ in part))
+        if not union:
+            return ModeResult([], True, timings_ms=timings, request=request)
+        rest = queries.rest_of_fused(vector, embedding["terms"], self.beta, self.neural_similarity)
+        body = union_search(self.stage.similarity, tokens, union, rest)
+        request["search"] = body
+        start = time.perf_counter()
+        answer = call(
+            f"searching {self.index} (mode {self.name}: the union)",
+            self.client.search,
+            index=self.index,
+            include_named_queries_score=True,
+            preference=self.preference,
+            **_client_kwargs(body),
+        )
+        timings["search"] = 1000 * (time.perf_counter() - start)
+        hits = fuse_union(union, answer["hits"]["hits"], self.beta["first_stage"], k)
+        return ModeResult(hits, True, timings_ms=timings, request=request)
+
+
+class HybridRrfMode(_WindowsMode):
+    """The in-process ``hybrid-rrf`` ranker: reciprocal-rank fusion of both windows."""
+
+    name = "hybrid-rrf"
+
+    def __init__(
+        self,
+        stage: ElasticsearchFirstStage,
+        beta: Mapping[str, float],
+        window: int,
+        embedder: SidecarEmbedder,
+        neural_similarity: str,
+        knn: str = "exact",
+        *,
+        in_elasticsearch: bool = False,
+        rank_constant: int = RANK_CONSTANT,
+    ) -> None:
+        super().__init__(stage, beta, window, embedder, neural_similarity, knn)
+        self.in_elasticsearch = in_elasticsearch
+        self.rank_constant = rank_constant
+
+    def search(
+        self,
+        query: Question,
+        k: int,
+        *,
+        only: Collection[str] | None = None,
+        exclude: Collection[str] | None = None,
+    ) -> ModeResult:
+        window = max(k, self.window)
+        timings: dict[str, float] = {}
+        embedding = self._embed(query, timings)
+        vector, tokens = embedding["vector"], self.stage.tokens(query)
+        if self.in_elasticsearch and tokens and self._searchable(vector):
+            retriever = rrf_retriever(
+                similarity=self.stage.similarity, tokens=tokens, vector=vector,
+                neural_similarity=self.neural_similarity, knn=self.knn, window=window,
+                rank_constant=self.rank_constant, only=only, exclude=exclude,
+            )
+            answer, timings["search"] = self._search(k, retriever=retriever, preference=self.preference)
+            hits = [(h["_id"], float(h["_score"])) for h in answer["hits"]["hits"]]
+            return ModeResult(hits, True, timings_ms=timings, request={"retriever": retriever})
+        lists, lines = self._windows(tokens, vector, window, only, exclude, timings)
+        hits = rrf_fuse([lists["first_stage"], lists["dense"]], k, self.rank_constant)
+        return ModeResult(hits, True, timings_ms=timings, request={"msearch": lines})
+
+
+def rrf_in_elasticsearch(cluster: Any) -> bool:
+    """Whether the cluster runs the ``rrf`` retriever: enterprise or trial (``RANK_RRF_FEATURE``), 8.16+."""
+    licensed = cluster.licence_active and cluster.licence in ENTERPRISE
+    return bool(licensed and tuple(cluster.version) >= RRF_RETRIEVER_SINCE)
+
+
+def make_hybrid_mode(
+    mode: str,
+    stage: ElasticsearchFirstStage,
+    meta: Any,
+    *,
+    window: int,
+    sidecar_url: str,
+    token: str | None,
+    timeout: float,
+    cluster: Any,
+    knn: str = "exact",
+) -> _Mode:
+    """Mode ``hybrid`` or ``hybrid-rrf`` over ``stage``; UserError naming what the index or model lacks."""
+    if knn not in KNN_METHODS:
+        raise UserError(f"unknown --knn {knn!r} (choose from {', '.join(KNN_METHODS)})")
+    if meta.dimension is None:
+        raise UserError(
+            f"mode {mode} searches the model's vectors; index {stage.index} holds none (it was set up "
+            "with --no-vectors or without a model)"
+        )
+    if knn == "hnsw" and meta.neural_similarity != "cosine":
+        raise UserError(
+            f"--knn hnsw needs a cosine model; {meta.model} compares vectors by {meta.neural_similarity} "
+            "distance, which no knn similarity computes: use --knn exact"
+        )
+    if knn == "hnsw":
+        num_candidates(window)  # refuses a window above Elasticsearch's cap, before any call
+    embedder = SidecarEmbedder(sidecar_url, token=token, timeout=timeout)
+    if mode == "hybrid":
+        beta = meta.beta(stage.similarity)
+        return HybridMode(stage, beta, window, embedder, meta.neural_similarity, knn)
+    if mode == "hybrid-rrf":
+        return HybridRrfMode(stage, {}, window, embedder, meta.neural_similarity, knn,
+                             in_elasticsearch=rrf_in_elasticsearch(cluster))
+    raise UserError(f"unknown mode {mode!r} (choose from {', '.join(HYBRID_MODES)})")
