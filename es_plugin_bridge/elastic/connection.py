@@ -229,7 +229,35 @@ MODE_REQUIREMENTS: dict[str, dict[str, Any]] = {
     },
     "vectors": {},
     "bridge": {},
+    # include_named_queries_score (8.8.0: rest-api-spec search named_queries test); any licence.
+    "hybrid": {"version": {8: (8, 8), 9: (9, 0)}, "version_text": "8.8+"},
+    # rrf retriever on enterprise/trial 8.16+, else the client fuses the two windows: any licence.
+    "hybrid-rrf": {},
 }
+
+
+def _root_document(client: Any) -> dict[str, Any]:
+    """``GET /`` through the transport with ``Accept: application/json``.
+
+    The client itself rewrites every ``application/json`` Accept header into
+    ``application/vnd.elasticsearch+json; compatible-with=<its major>`` (``_base.py``,
+    ``mimetype_header_to_compat``), which an older major refuses; the transport sends headers as given.
+    The client's own headers (authorisation, user agent) are kept.
+    """
+    headers = dict(client._headers)  # the client's auth and identity headers; Accept is replaced
+    for key in [k for k in headers if k.lower() in ("accept", "content-type")]:
+        del headers[key]
+    headers["Accept"] = "application/json"
+    with es_errors("reading the cluster version"):
+        response = client.transport.perform_request("GET", "/", headers=headers)
+    meta, body = response.meta, response.body
+    if meta.status == 401:
+        raise UserError("reading the cluster version: Elasticsearch refused the credentials (401); check "
+                        "--es-api-key or --es-username/--es-password")
+    if meta.status >= 400 or not isinstance(body, dict) or "version" not in body:
+        raise UserError(f"reading the cluster version: {client.transport.node_pool.get().base_url} answered "
+                        f"{meta.status} to GET / (is it Elasticsearch?)")
+    return body
 
 
 def cluster_info(client: Any) -> ClusterInfo:
@@ -238,8 +266,7 @@ def cluster_info(client: Any) -> ClusterInfo:
     ``GET /`` is sent with a plain ``application/json`` Accept header, which every major answers, so a
     client of the wrong major is named (with its install command) before any request it would break.
     """
-    plain = {"accept": "application/json"}
-    info = call("reading the cluster version", client.perform_request, "GET", "/", headers=plain)
+    info = _root_document(client)
     version = _version_tuple(str(info["version"]["number"]))
     check_client_version(version[0])
     try:
