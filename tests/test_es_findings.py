@@ -309,4 +309,4 @@ def test_the_shipped_endpoint_names_the_compose_sidecar():
     host = endpoint["service_settings"]["url"].split("//", 1)[1].split(":", 1)[0]
     assert host in compose["services"], (host, sorted(compose["services"]))
     port = endpoint["service_settings"]["url"].split(":")[2].split("/")[0]
-    assert port == "8080"  # the sidecar image listens on 8080 (docker/sidecar.Dockerfile, compose healthcheck)
+    assert port == "8080"  # the sidecar image listens on 8080 (sidecar.Dockerfile, compose healthcheck)
