@@ -20,6 +20,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from es_plugin_bridge.core.features import MIN_FEATURE as MIN_FEATURE
+from es_plugin_bridge.core.features import bow_features
+from es_plugin_bridge.core.features import feature_key as feature_key
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.engines.similarities import NORMALIZATION_PARAMS, SIMILARITIES, make_similarity
 
@@ -30,7 +33,6 @@ TEXT_FIELD = "text"
 RERANK_FIELD = "rerank_text"
 VECTOR_FIELD = "vector"
 BOW_FIELD = "bow"
-MIN_FEATURE = 1.17549435e-38  # Lucene's FeatureField takes positive normal floats only
 PLACEHOLDER_START = "${"
 #: ``$`` as an HTML character reference: every text the product sends through a template carries this
 #: instead of ``${``, and the text pipeline decodes it back to ``$`` (titles and bodies alike).
@@ -187,21 +189,6 @@ def has_direction(vector: Sequence[float]) -> bool:
     zero vector there ("does not support vectors with zero magnitude") and ``cosineSimilarity`` of a
     zero query vector is NaN, which ``script_score`` refuses. A text with no tokens can embed to it."""
     return any(float(x) != 0.0 for x in vector)
-
-
-def feature_key(token: str) -> str:
-    """A ``rank_features`` key for a token: Elasticsearch reads a dot as an object path, so ``.`` and
-    the escape character are percent-encoded (``12.04`` → ``12%2E04``)."""
-    return token.replace("%", "%25").replace(".", "%2E")
-
-
-def bow_features(terms: Mapping[str, float]) -> dict[str, float]:
-    """Index-side BOW features from the sidecar's L2-normalised terms ``tf·w/‖bow‖``: |value|.
-
-    With the same |w| on the query side, Σ u·v = Σ tf_q·tf_d·w² / (‖q‖·‖d‖) = the BOW cosine,
-    whatever the sign of w; terms of weight 0 add nothing and are left out.
-    """
-    return {feature_key(t): abs(float(v)) for t, v in terms.items() if abs(float(v)) >= MIN_FEATURE}
 
 
 def document(

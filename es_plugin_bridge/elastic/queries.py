@@ -17,7 +17,8 @@ from typing import Any
 
 from elasticsearch.dsl import query as Q
 
-from es_plugin_bridge.elastic.mappings import BOW_FIELD, FIELDS, RERANK_FIELD, VECTOR_FIELD, feature_key
+from es_plugin_bridge.core.features import feature_key
+from es_plugin_bridge.elastic.mappings import BOW_FIELD, FIELDS, RERANK_FIELD, VECTOR_FIELD
 
 Body = dict[str, Any]
 
