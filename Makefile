@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 TORCH := torch==2.13.0
 
-.PHONY: demo test install
+.PHONY: demo test install test-serving-notorch mutation
 
 demo: $(STAMP)
 	$(BIN)/esrerank demo
@@ -28,3 +28,24 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install '$(TORCH)'
 	$(BIN)/pip install -e '.[dev,train]'
 	touch $(STAMP)
+
+# The sidecar's tests where torch is not installed (not part of `make test`): a second venv with the
+# serving install plus the test tools and the `elastic` extra (scipy, ir-measures: the bridge and the
+# evaluate CLI the tests also drive; still no torch), run against tiny models that the torch venv
+# builds once into build/test-models (tests/tiny_models.py; the tests find them through
+# ESRERANK_TEST_MODELS). One deselected test drives `esrerank evaluate`, whose ranker discovery still
+# needs scikit-learn (es_plugin_bridge/rankers/__init__.py stops at rankers/baselines.py).
+NOTORCH := .venv-notorch
+TEST_MODELS := build/test-models
+
+$(NOTORCH)/.installed-stamp: pyproject.toml
+	$(PYTHON) -m venv $(NOTORCH)
+	$(NOTORCH)/bin/pip install -e '.[dev,elastic]'
+	touch $@
+
+test-serving-notorch: $(STAMP) $(NOTORCH)/.installed-stamp
+	$(BIN)/python tests/tiny_models.py $(TEST_MODELS)
+	! $(NOTORCH)/bin/python -c 'import torch' 2>/dev/null
+	ESRERANK_TEST_MODELS=$(abspath $(TEST_MODELS)) $(NOTORCH)/bin/pytest -q -rs -p no:cacheprovider \
+		tests/test_serving_*.py tests/test_bridge.py tests/test_core_imports.py \
+		--deselect tests/test_serving_hardening.py::test_evaluate_with_an_unwritable_output_leaves_none_behind

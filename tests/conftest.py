@@ -1,25 +1,41 @@
 """Shared fixtures: ``cli`` runs a console script's entry point in process; ``checkpoints`` and
-``exported`` are tiny real models (trained on real AskUbuntu pairs, then exported to ONNX)."""
+``exported`` are tiny real models (trained on real AskUbuntu pairs, then exported to ONNX).
+
+Nothing heavy is imported here: torch and the trainer load inside the model fixtures
+(``tiny_models``), so a test that uses no model starts in about a second instead of paying torch's
+import on every run, and the sidecar tests run in a venv without torch when ``ESRERANK_TEST_MODELS``
+names prebuilt exported models. Tests are marked by what they need, so a subset can be chosen
+(``-m "not torch"``, ``-m "not java and not docker"``):
+
+* ``torch``: needs the ``train`` extra (torch, gensim, scikit-learn): every test of ``TRAIN_MODULES``,
+  and every test that uses a trained checkpoint or exported models that have to be trained first.
+  Where torch is not installed, ``TRAIN_MODULES`` are not collected (the header says so);
+* ``java``: the Lucene parity tests (``lucene``: Debian's Lucene jars through jpype);
+* ``docker``: starts containers (``elasticsearch``).
+"""
 
 from __future__ import annotations
 
-import random
+import importlib.util
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import torch
+from tiny_models import build_checkpoints, export_models, prebuilt_models
 
 from es_plugin_bridge.cli.main import main as esrerank_main
-from es_plugin_bridge.data.spec import read_spec
-from es_plugin_bridge.training.trainer import TrainConfig, Trainer
-from exporters.export import export_checkpoint
-
-SAMPLES = Path(__file__).resolve().parents[1] / "es_plugin_bridge" / "samples"
-TITLES = SAMPLES / "askubuntu-pairs" / "train_titles.tsv"
-TINY_TYPES = {"bow-cnn": {"conv_units": 24}, "gru": {"hidden_dim": 16}}
 
 RunCli = Callable[..., tuple[int, str, str]]
+#: Fixtures that train with torch; ``exported`` only when no prebuilt models are named.
+TORCH_FIXTURES = ("checkpoints",)
+#: Test modules that import the train extra (torch, gensim, scikit-learn) when they are imported.
+TRAIN_MODULES = frozenset({
+    "test_baselines.py", "test_default_recipes.py", "test_embeddings.py", "test_export_onnx.py",
+    "test_losses.py", "test_model_registry.py", "test_models_build.py", "test_models_data.py",
+    "test_models_onnx.py", "test_models_rcnn.py", "test_models_training.py", "test_training_pipeline.py",
+    "test_transformer_export.py", "test_transformer_training.py",
+})
+HAS_TORCH = importlib.util.find_spec("torch") is not None
 
 
 @pytest.fixture
@@ -41,28 +57,42 @@ def cli(capsys) -> RunCli:
 @pytest.fixture(scope="session")
 def checkpoints(tmp_path_factory) -> dict[str, Path]:
     """One tiny checkpoint per model type, trained one epoch on 400 real AskUbuntu title pairs."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    lines = TITLES.read_text(encoding="utf-8").splitlines(keepends=True)
-    random.Random(5).shuffle(lines)
-    root = tmp_path_factory.mktemp("ckpt")
-    (root / "train.tsv").write_text("".join(lines[:400]), encoding="utf-8")
-    (root / "dev.tsv").write_text("".join(lines[400:550]), encoding="utf-8")
-    train, dev = read_spec(f"pairs:{root / 'train.tsv'}"), read_spec(f"pairs:{root / 'dev.tsv'}")
-    out = {}
-    for model_type, hyper in TINY_TYPES.items():
-        cfg = TrainConfig(model_type=model_type, epochs=1, examples_per_epoch=150, embedding_dim=16,
-                          hyper=hyper, show_progress=False, max_dev_queries=30, negatives=3)
-        Trainer(cfg, [train], [dev], root / model_type).run()
-        out[model_type] = root / model_type
-    yield out
-    torch.set_num_threads(threads)
+    return build_checkpoints(tmp_path_factory.mktemp("ckpt"))
 
 
 @pytest.fixture(scope="session")
-def exported(checkpoints, tmp_path_factory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("exported")
-    for model_type, path in checkpoints.items():
-        result = export_checkpoint(path, root / model_type)
-        assert result.max_abs_diff <= 1e-4 and result.score_max_abs_diff <= 1e-4
-    return {model_type: root / model_type for model_type in checkpoints}
+def exported(request, tmp_path_factory) -> dict[str, Path]:
+    """The checkpoints exported to ONNX, or the prebuilt directories of ``ESRERANK_TEST_MODELS``."""
+    prebuilt = prebuilt_models()
+    if prebuilt is not None:
+        return prebuilt
+    return export_models(request.getfixturevalue("checkpoints"), tmp_path_factory.mktemp("exported"))
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Without torch, leave out the modules that cannot even be imported (instead of erroring)."""
+    if not HAS_TORCH and collection_path.name in TRAIN_MODULES:
+        return True
+    return None
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    """Say what a torch-free run leaves out and where its models come from."""
+    if HAS_TORCH:
+        return None
+    source = "ESRERANK_TEST_MODELS" if prebuilt_models() is not None else "none: tests using them will fail"
+    return (f"torch is not installed: {len(TRAIN_MODULES)} test modules of the train extra are not "
+            f"collected; exported models: {source}")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Add the ``torch``/``java``/``docker`` marks from what each test uses (see the module doc)."""
+    torch_fixtures = TORCH_FIXTURES if prebuilt_models() is not None else (*TORCH_FIXTURES, "exported")
+    for item in items:
+        uses = getattr(item, "fixturenames", ())
+        if item.path.name in TRAIN_MODULES or any(name in uses for name in torch_fixtures):
+            item.add_marker(pytest.mark.torch)
+        if item.get_closest_marker("lucene"):
+            item.add_marker(pytest.mark.java)
+        if item.get_closest_marker("elasticsearch"):
+            item.add_marker(pytest.mark.docker)

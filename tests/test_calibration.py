@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from es_plugin_bridge.data.spec import read_spec
 from es_plugin_bridge.training.calibration import apply_platt, fit_platt
@@ -14,7 +15,9 @@ SEMEVAL_DEV = (Path(__file__).resolve().parents[1] / "es_plugin_bridge" / "sampl
                / "SemEval2016-Task3-CQA-QL-dev.xml")
 
 
+@pytest.mark.torch  # fit_platt is training's: scikit-learn comes with the train extra
 def test_platt_on_the_search_engine_order_of_semeval_dev():
+    pytest.importorskip("sklearn")
     queries = read_spec(f"semeval:{SEMEVAL_DEV}").queries
     scores = [np.arange(len(rq.candidates), 0, -1, dtype=np.float64) for rq in queries]
     labels = [rq.labels for rq in queries]
@@ -30,7 +33,9 @@ def test_platt_on_the_search_engine_order_of_semeval_dev():
     assert (np.diff(p[order]) >= 0).all()
 
 
+@pytest.mark.torch
 def test_platt_refuses_data_without_both_classes_or_spread():
+    pytest.importorskip("sklearn")
     assert fit_platt([np.array([0.1, 0.9])], [[0, 0]]) is None
     assert fit_platt([np.array([0.1, 0.9])], [[1, 2]]) is None
     assert fit_platt([np.array([0.5, 0.5])], [[0, 1]]) is None

@@ -11,7 +11,15 @@ import pytest
 from es_plugin_bridge.data.spec import read_spec
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.evaluation import evaluate_rerank
-from es_plugin_bridge.evaluation.metrics import RERANK_MEASURES, Judged, aggregate, per_query, rank_order
+from es_plugin_bridge.evaluation.metrics import (
+    RERANK_MEASURES,
+    RETRIEVAL_MEASURES,
+    Judged,
+    aggregate,
+    first_relevant_rank,
+    per_query,
+    rank_order,
+)
 from es_plugin_bridge.rankers import Ranker, TokenCache, register
 from es_plugin_bridge.text import Preprocessor, TextOptions
 
@@ -107,3 +115,98 @@ def test_first_stage_rankers_use_statistics_of_every_candidate(dev_queries, toke
     for query, record in zip(dev_queries, result.rankers["bm25"].per_query, strict=True):
         scores = index.score(tokens(query.query), [c.id for c in query.candidates])
         assert record["ranking"] == [query.candidates[i].id for i in rank_order(list(scores))]
+
+
+# -- every reported metric, against an independent count; empty, one-element and cut-off inputs -------
+
+
+def _reference(ranked_relevance: list[bool]) -> dict[str, float]:
+    """The textbook definitions (trec_eval's): P@k divides by k, AP by the number of relevant items."""
+    hits = [i for i, rel in enumerate(ranked_relevance, start=1) if rel]
+    if not hits:
+        return dict.fromkeys(RERANK_MEASURES, 0.0)
+    ap = sum(n / rank for n, rank in enumerate(hits, start=1)) / len(hits)
+    return {"map": ap, "mrr": 1 / hits[0], "p@1": sum(r <= 1 for r in hits) / 1,
+            "p@5": sum(r <= 5 for r in hits) / 5, "p@10": sum(r <= 10 for r in hits) / 10}
+
+
+@pytest.mark.parametrize("ranker", ["given", "bm25"])
+def test_every_rerank_metric_is_the_textbook_one_per_query_and_on_average(dev_queries, tokens, ranker):
+    result = evaluate_rerank(dev_queries, [ranker], tokens, show_progress=False)
+    records = result.rankers[ranker].per_query
+    expected = []
+    for query, record in zip(dev_queries, records, strict=True):
+        labels = {c.id: label > 0 for c, label in zip(query.candidates, query.labels, strict=True)}
+        ref = _reference([labels[cid] for cid in record["ranking"]])
+        expected.append(ref)
+        assert record["metrics"] == {m: round(100 * v, 2) for m, v in ref.items()}, query.query.id
+    for metric in RERANK_MEASURES:
+        mean = sum(ref[metric] for ref in expected) / len(expected)
+        assert result.rankers[ranker].metrics[metric] == pytest.approx(mean, abs=1e-12), metric
+    # The five figures differ on this data, so no metric can stand in for another (P@5 for P@6 ...).
+    assert len(set(result.as_json()["rankers"][ranker].values())) == 5
+
+
+def test_official_given_figures_pin_every_reported_metric(dev_queries, tokens):
+    figures = evaluate_rerank(dev_queries, ["given"], tokens, show_progress=False).as_json()
+    reference = [_reference([label > 0 for label in q.labels]) for q in dev_queries]
+    assert figures["rankers"]["given"] == {
+        m: round(100 * sum(r[m] for r in reference) / len(reference), 2) for m in RERANK_MEASURES}
+
+
+def test_cut_offs_count_exactly_k_positions():
+    # One relevant document at rank 5, 6, 10 or 11 of 12: each cut-off sees it or not, never one more.
+    ids = [f"d{i}" for i in range(1, 13)]
+    queries = [Judged(f"at{rank}", ids, frozenset({f"d{rank}"})) for rank in (1, 5, 6, 10, 11)]
+    values = per_query(queries, RERANK_MEASURES)
+    assert [values[f"at{r}"]["p@5"] for r in (1, 5, 6, 10, 11)] == [0.2, 0.2, 0.0, 0.0, 0.0]
+    assert [values[f"at{r}"]["p@10"] for r in (1, 5, 6, 10, 11)] == [0.1, 0.1, 0.1, 0.1, 0.0]
+    assert [values[f"at{r}"]["p@1"] for r in (1, 5, 6, 10, 11)] == [1.0, 0.0, 0.0, 0.0, 0.0]
+    assert values["at11"]["mrr"] == pytest.approx(1 / 11) and values["at11"]["map"] == pytest.approx(1 / 11)
+    retrieval = per_query(queries, RETRIEVAL_MEASURES)
+    assert [retrieval[f"at{r}"]["acc@1"] for r in (1, 5, 6, 10, 11)] == [1.0, 0.0, 0.0, 0.0, 0.0]
+    assert [retrieval[f"at{r}"]["acc@5"] for r in (1, 5, 6, 10, 11)] == [1.0, 1.0, 0.0, 0.0, 0.0]
+    assert [retrieval[f"at{r}"]["acc@10"] for r in (1, 5, 6, 10, 11)] == [1.0, 1.0, 1.0, 1.0, 0.0]
+    assert [retrieval[f"at{r}"]["mrr@10"] for r in (1, 5, 6, 10, 11)] == pytest.approx(
+        [1.0, 0.2, 1 / 6, 0.1, 0.0])
+
+
+def test_precision_divides_by_k_even_with_fewer_candidates():
+    values = per_query([Judged("short", ["a", "b", "c"], frozenset({"a", "c"}))], RERANK_MEASURES)
+    assert values["short"] == pytest.approx({"map": (1 + 2 / 3) / 2, "mrr": 1.0, "p@1": 1.0, "p@5": 0.4,
+                                             "p@10": 0.2})
+
+
+def test_a_relevant_document_never_ranked_still_counts_in_average_precision():
+    values = per_query([Judged("q", ["a", "b"], frozenset({"b", "unranked"}))], RERANK_MEASURES)
+    assert values["q"]["map"] == pytest.approx(0.5 / 2) and values["q"]["mrr"] == 0.5
+
+
+def test_aggregate_of_no_query_one_query_and_several():
+    assert aggregate({}, ["map", "mrr"]) == {"map": 0.0, "mrr": 0.0}
+    assert aggregate({"q": {"map": 0.25, "mrr": 1.0}}, ["map", "mrr"]) == {"map": 0.25, "mrr": 1.0}
+    assert aggregate({"q": {"map": 0.25}, "r": {"map": 0.75}, "s": {"map": 0.5}}, ["map"]) == {"map": 0.5}
+
+
+def test_per_query_of_no_query_and_repeated_ids():
+    assert per_query([], RERANK_MEASURES) == {}
+    with pytest.raises(ValueError, match="unique"):
+        per_query([Judged("q", ["a"], frozenset()), Judged("q", ["b"], frozenset())], RERANK_MEASURES)
+
+
+def test_rank_order_and_first_relevant_rank_at_their_edges():
+    assert rank_order([]) == [] and rank_order([-3.0]) == [0]
+    assert rank_order([float("-inf"), -1.0, float("inf"), 0.0]) == [2, 3, 1, 0]
+    assert first_relevant_rank([], frozenset({"a"})) is None
+    assert first_relevant_rank(["a", "b"], frozenset()) is None
+    assert first_relevant_rank(["a", "b", "c"], frozenset({"c", "b"})) == 2
+    assert first_relevant_rank(["a"], frozenset({"a"})) == 1
+
+
+def test_an_evaluation_whose_every_query_was_dropped_is_an_error_not_a_figure(dev_queries, tokens):
+    empty = [q for q in dev_queries if not any(label > 0 for label in q.labels)]
+    assert empty
+    with pytest.raises(UserError, match=f"dropped all {len(empty)} queries"):
+        evaluate_rerank(empty, ["given"], tokens, drop_no_relevant=True, show_progress=False)
+    kept = evaluate_rerank(empty, ["given"], tokens, show_progress=False)  # without dropping: AP = 0 each
+    assert kept.as_json()["rankers"]["given"] == dict.fromkeys(RERANK_MEASURES, 0.0)

@@ -65,6 +65,9 @@ def evaluate_rerank(queries: Sequence[RankingQuery], ranker_names: Sequence[str]
             raise UserError(f"query {q.query.id!r}: {len(q.labels)} labels for "
                             f"{len(q.candidates)} candidates")
     kept = [q for q in queries if any(label > 0 for label in q.labels)] if drop_no_relevant else list(queries)
+    if not kept:  # a mean over no query is no figure: 0.00 (or 100.00) would read as a result
+        raise UserError(f"--drop-no-relevant dropped all {len(queries)} queries: none has a relevant "
+                        "candidate, so there is nothing to evaluate")
     task = TaskResult("rerank", len(kept), METRICS)
     if drop_no_relevant:
         task.notes.append(f"dropped {len(queries) - len(kept)} of {len(queries)} queries without a "

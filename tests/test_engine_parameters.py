@@ -1,0 +1,184 @@
+"""Every DFR and IB configuration against its textbook formula (no Lucene needed), and every documented
+parameter range of the similarities at both ends, on real AskUbuntu questions.
+
+The ranges are Lucene 8's own checks (read from its bytecode): ``NormalizationH1``/``H2``'s ``c`` and
+``H3``'s ``mu`` must be finite and >= 0 — values below 1 are valid and change the scores —,
+``NormalizationZ``'s ``z`` lies in (0, 0.5). ``tests/test_lucene_parity.py`` compares with Lucene itself
+where its jars are installed; these formulas hold everywhere.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from es_plugin_bridge.engines import EmbeddedIndex, make_similarity
+from es_plugin_bridge.engines.norms import byte4_to_int, int_to_byte4
+from es_plugin_bridge.errors import UserError
+
+SAMPLES = Path(__file__).resolve().parents[1] / "es_plugin_bridge" / "samples" / "askubuntu-pairs"
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"\w+", re.sub(r"<[^>]+>", " ", text).lower())
+
+
+@pytest.fixture(scope="module")
+def docs() -> list[list[str]]:
+    lines = (SAMPLES / "val.tsv").read_text(encoding="utf-8").splitlines()[:40]
+    titles = (SAMPLES / "train_titles.tsv").read_text(encoding="utf-8").splitlines()[:300]
+    return [_words(line.split("\t")[1]) for line in lines] + [_words(line.split("\t")[2]) for line in titles]
+
+
+def _tfn(params: dict, tf: int, dl: float, avgdl: float, p: float) -> float:
+    kind = params.get("normalization", "h2")
+    if kind == "no":
+        return tf
+    if kind == "h1":
+        return tf * params.get("normalization.h1.c", 1.0) * avgdl / dl
+    if kind == "h2":
+        return tf * math.log2(1 + params.get("normalization.h2.c", 1.0) * avgdl / dl)
+    if kind == "h3":
+        mu = params.get("normalization.h3.c", 800.0)
+        return (tf + mu * p) / (dl + mu) * mu
+    return tf * (avgdl / dl) ** params.get("normalization.z.z", 0.3)
+
+
+def _reference(name: str, params: dict, docs: list[list[str]], term: str, tf: int, dl: float) -> float:
+    n_docs = sum(1 for d in docs if d)
+    tokens = sum(len(d) for d in docs)
+    df = sum(1 for d in docs if term in d)
+    ttf = sum(d.count(term) for d in docs)
+    tfn = _tfn(params, tf, dl, tokens / n_docs, (ttf + 1) / (tokens + 1))
+    if name == "ib":
+        lam = (df + 1) / (n_docs + 1) if params.get("lambda", "df") == "df" else (ttf + 1) / (n_docs + 1)
+        if params.get("distribution", "ll") == "ll":
+            return math.log((tfn + lam) / lam)
+        return -math.log((lam ** (tfn / (tfn + 1)) - lam) / (1 - lam))
+    model = params.get("basic_model", "g")
+    if model == "g":
+        lam = (ttf + 1) / (n_docs + ttf + 1)
+        inf1 = math.log2(1 + lam) + tfn * math.log2((1 + lam) / lam)
+    elif model == "in":
+        inf1 = tfn * math.log2((n_docs + 1) / (df + 0.5))
+    elif model == "if":
+        inf1 = tfn * math.log2(1 + (n_docs + 1) / (ttf + 0.5))
+    else:  # ine: the expected document frequency of ttf occurrences
+        ne = n_docs * (1 - ((n_docs - 1) / n_docs) ** ttf)
+        inf1 = tfn * math.log2((n_docs + 1) / (ne + 0.5))
+    if params.get("after_effect", "l") == "l":
+        return inf1 / (tfn + 1)
+    return inf1 * (ttf + 2) / ((df + 1) * (tfn + 1))
+
+
+CONFIGS = [
+    *[("dfr", {"basic_model": m, "after_effect": a}) for m in ("g", "if", "in", "ine") for a in ("b", "l")],
+    ("dfr", {"basic_model": "in", "normalization": "no"}),
+    ("dfr", {"basic_model": "in", "normalization": "h1", "normalization.h1.c": 0.5}),
+    ("dfr", {"basic_model": "if", "normalization": "h1", "normalization.h1.c": 3.0}),
+    ("dfr", {"basic_model": "in", "normalization": "h2", "normalization.h2.c": 0.25}),
+    ("dfr", {"basic_model": "ine", "normalization": "h3", "normalization.h3.c": 0.5}),
+    ("dfr", {"basic_model": "in", "normalization": "h3"}),
+    ("dfr", {"basic_model": "in", "normalization": "z", "normalization.z.z": 0.1}),
+    ("dfr", {"basic_model": "in", "normalization": "z", "normalization.z.z": 0.49}),
+    *[("ib", {"distribution": d, "lambda": lam}) for d in ("ll", "spl") for lam in ("df", "ttf")],
+    ("ib", {"distribution": "spl", "normalization": "h1", "normalization.h1.c": 0.5}),
+    ("ib", {"distribution": "spl", "lambda": "ttf", "normalization": "h2", "normalization.h2.c": 0.5}),
+    ("ib", {"distribution": "ll", "normalization": "h3", "normalization.h3.c": 0.75}),
+    ("ib", {"distribution": "spl", "normalization": "z", "normalization.z.z": 0.3}),
+    ("ib", {"distribution": "ll", "normalization": "no"}),
+]
+
+
+@pytest.mark.parametrize(("name", "params"), CONFIGS, ids=lambda v: v if isinstance(v, str) else
+                         "-".join(str(x) for x in v.values()))
+def test_every_dfr_and_ib_configuration_follows_its_formula(docs, name, params):
+    index = EmbeddedIndex.build(docs, name, **params)
+    checked = 0
+    for doc_no in random.Random(7).sample(range(len(docs)), 40):
+        dl = float(byte4_to_int(int_to_byte4(len(docs[doc_no]))))
+        for term, tf in Counter(docs[doc_no]).items():
+            expected = _reference(name, params, docs, term, tf, dl)
+            (got,) = index.score([term], [str(doc_no)])
+            assert got == pytest.approx(expected, rel=1e-5, abs=1e-6), (term, doc_no, got, expected)
+            checked += 1
+    assert checked > 200
+
+
+@pytest.mark.parametrize("kind", ["h1", "h2", "h3"])
+def test_a_normalization_c_below_one_is_valid_and_changes_the_scores(docs, kind):
+    key = f"normalization.{kind}.c"
+    base = EmbeddedIndex.build(docs, "dfr", basic_model="in", normalization=kind)
+    for c in (0.0, 0.5):
+        sim = make_similarity("dfr", basic_model="in", normalization=kind, **{key: c})
+        assert sim.params[key] == c
+        low = EmbeddedIndex.build(docs, "dfr", basic_model="in", normalization=kind, **{key: c})
+        term = Counter(docs[0]).most_common(1)[0][0]
+        (a,), (b,) = base.score([term], ["0"]), low.score([term], ["0"])
+        assert a != b and (b == 0.0) == (c == 0.0)  # c = 0 makes tfn 0: no information gained
+
+
+@pytest.mark.parametrize(("name", "params"), [
+    ("bm25", {"k1": 0.0}), ("bm25", {"b": 0.0}), ("bm25", {"b": 1.0}), ("bm25", {"k1": 1e6}),
+    ("lmdirichlet", {"mu": 1e-6}), ("lmjelinekmercer", {"lambda": 1.0}),
+    ("lmjelinekmercer", {"lambda": 1e-6}),
+    ("dfr", {"normalization": "h1", "normalization.h1.c": 0.0}),
+    ("dfr", {"normalization": "h2", "normalization.h2.c": 0.0}),
+    ("dfr", {"normalization": "h3", "normalization.h3.c": 0.0}),
+    ("ib", {"normalization": "h2", "normalization.h2.c": 1e-3}),
+    ("dfr", {"normalization": "z", "normalization.z.z": 1e-6}),
+    ("ib", {"normalization": "z", "normalization.z.z": 0.4999}),
+])
+def test_parameters_at_the_ends_of_their_ranges_are_accepted(name, params):
+    sim = make_similarity(name, **params)
+    for key, value in params.items():
+        assert sim.params[key] == value
+
+
+@pytest.mark.parametrize(("name", "params", "named"), [
+    ("bm25", {"k1": -1e-9}, "'k1'"), ("bm25", {"b": -1e-9}, "'b'"), ("bm25", {"b": 1.000001}, "'b'"),
+    ("bm25", {"k1": float("inf")}, "'k1'"), ("lmdirichlet", {"mu": -1.0}, "'mu'"),
+    ("lmjelinekmercer", {"lambda": 1.000001}, "'lambda'"), ("lmjelinekmercer", {"lambda": -0.5}, "'lambda'"),
+    ("dfr", {"normalization": "h1", "normalization.h1.c": -1e-9}, "'normalization.h1.c'"),
+    ("dfr", {"normalization": "h2", "normalization.h2.c": float("inf")}, "'normalization.h2.c'"),
+    ("ib", {"normalization": "h3", "normalization.h3.c": -1.0}, "'normalization.h3.c'"),
+    ("ib", {"normalization": "h3", "normalization.h3.c": float("nan")}, "'normalization.h3.c'"),
+    ("dfr", {"normalization": "z", "normalization.z.z": 0.0}, "'normalization.z.z'"),
+    ("ib", {"normalization": "z", "normalization.z.z": 0.5}, "'normalization.z.z'"),
+    ("ib", {"normalization": "h1", "normalization.z.z": 0.2}, "'normalization.z.z'"),
+    ("ib", {"normalization": "none"}, "'normalization'"),
+    ("dfr", {"normalization": "h2", "normalization.h2.c": "wide"}, "'normalization.h2.c'"),
+])
+def test_parameters_just_outside_their_ranges_are_refused_by_name(name, params, named):
+    with pytest.raises(UserError) as err:
+        make_similarity(name, **params)
+    assert named in str(err.value)
+
+
+def test_unknown_parameters_name_the_allowed_ones():
+    with pytest.raises(UserError, match=r"unknown parameter 'mu' \(allowed: b, k1\)"):
+        make_similarity("bm25", mu=1)
+    with pytest.raises(UserError, match=r"unknown parameter 'k1' \(allowed: none\)"):
+        make_similarity("tfidf", k1=1)
+    with pytest.raises(UserError, match="must be a number, got None"):
+        make_similarity("bm25", k1=None)
+    with pytest.raises(UserError, match="choose from bm25, lmdirichlet"):
+        make_similarity("okapi")
+
+
+def test_defaults_are_elasticsearchs():
+    assert make_similarity("bm25").params == {"k1": 1.2, "b": 0.75}
+    assert make_similarity("lmdirichlet").params == {"mu": 2000.0}
+    assert make_similarity("lmjelinekmercer").params == {"lambda": 0.1}
+    dfr = make_similarity("dfr").params
+    assert (dfr["basic_model"], dfr["after_effect"], dfr["normalization"]) == ("g", "l", "h2")
+    ib = make_similarity("ib").params
+    assert (ib["distribution"], ib["lambda"], ib["normalization"]) == ("ll", "df", "h2")
+    assert (ib["normalization.h1.c"], ib["normalization.h2.c"], ib["normalization.h3.c"],
+            ib["normalization.z.z"]) == (1.0, 1.0, 800.0, 0.3)
+    assert "DFR(basic_model='g'" in repr(make_similarity("dfr"))
