@@ -49,3 +49,15 @@ test-serving-notorch: $(STAMP) $(NOTORCH)/.installed-stamp
 	ESRERANK_TEST_MODELS=$(abspath $(TEST_MODELS)) $(NOTORCH)/bin/pytest -q -rs -p no:cacheprovider \
 		tests/test_serving_*.py tests/test_bridge.py tests/test_core_imports.py \
 		--deselect tests/test_serving_hardening.py::test_evaluate_with_an_unwritable_output_leaves_none_behind
+
+# Mutation testing of the scoring core (not part of `make test`; slow: hours on 2 cores for every
+# module). mutmut 3 ([tool.mutmut] in pyproject.toml) reuses earlier results in mutants/ (delete it
+# for a fresh run); `make mutation MUTANTS='es_plugin_bridge.core.fusion*'` runs one module. The
+# report (per module, JSON and Markdown) goes to reports/mutation.{json,md}.
+MUTANTS ?=
+MUTATION_JOBS ?= 2
+
+mutation: $(STAMP)
+	$(BIN)/python tests/tiny_models.py $(TEST_MODELS)
+	-ESRERANK_TEST_MODELS=$(abspath $(TEST_MODELS)) $(BIN)/mutmut run --max-children $(MUTATION_JOBS) $(MUTANTS)
+	$(BIN)/python tests/tools/mutation_report.py reports
