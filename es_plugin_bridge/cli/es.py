@@ -2,7 +2,7 @@
 
 - ``es setup MODEL_DIR``: the questions index for that model, and the sidecar as an inference endpoint;
 - ``es index SPEC...``: questions with their vectors and BOW terms (from the sidecar), in batches;
-- ``es search QUERY --mode native|vectors|bridge``: one reranked query;
+- ``es search QUERY --mode native|vectors|bridge|hybrid|hybrid-rrf``: one reranked query;
 - ``es evaluate``: ``esrerank evaluate`` with every ranker run through Elasticsearch and ``fused``
   computed by ``--mode``; per-query results also go to an index that Kibana reads.
 """
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,7 @@ from es_plugin_bridge.cli.es_options import connection_options, pop_connection, 
 from es_plugin_bridge.errors import UserError
 
 DEFAULT_INDEX = "esrerank-questions"
-MODE_CHOICE = click.Choice(["native", "vectors", "bridge"])
+MODE_CHOICE = click.Choice(["native", "vectors", "bridge", "hybrid", "hybrid-rrf"])
 STAGE_CHOICE = click.Choice(["bm25", "lmdirichlet"])
 
 index_option = click.option(
@@ -55,6 +54,20 @@ def es_group() -> None:
 @click.option(
     "--no-vectors", is_flag=True, help="No dense_vector/rank_features fields (modes native, bridge)."
 )
+@click.option(
+    "--from-index",
+    default=None,
+    metavar="THEIRS",
+    help="Take the questions from your own index THEIRS (Elasticsearch embeds them; needs enterprise "
+    "or trial, 8.19/9.1+): copied into --index by _reindex, or extended with --in-place.",
+)
+@click.option("--title-field", default="title", show_default=True, help="With --from-index: the title field.")
+@click.option("--body-field", default="body", show_default=True, help="With --from-index: the body field.")
+@click.option("--id-field", default=None, help="With --from-index: a field to use as the question id "
+              "(default: their _id).")
+@click.option("--in-place", is_flag=True, help="With --from-index: add the reranker's fields to THEIRS "
+              "(_update_by_query) instead of copying it; first stage bm25 only.")
+@click.option("--no-progress", is_flag=True)
 @connection_options
 def setup_command(
     model_dir: Path,
@@ -65,57 +78,43 @@ def setup_command(
     sidecar_from_es: str | None,
     recreate: bool,
     no_vectors: bool,
+    from_index: str | None,
+    title_field: str,
+    body_field: str,
+    id_field: str | None,
+    in_place: bool,
+    no_progress: bool,
     **conn: Any,
 ) -> None:
-    """Create the index for MODEL_DIR (an export-onnx directory) and register the sidecar as a reranker."""
-    from es_plugin_bridge.elastic.connection import call, cluster_info
+    """Create the index for MODEL_DIR (an export-onnx directory) and register the sidecar as a reranker
+    (and, where the licence allows, as the embedder of an ingest pipeline)."""
+    from es_plugin_bridge.elastic.connection import cluster_info
     from es_plugin_bridge.elastic.embedding import SidecarEmbedder
-    from es_plugin_bridge.elastic.first_stage import ElasticsearchEngine
-    from es_plugin_bridge.elastic.setup import check_sidecar, meta_for_model, register_endpoints
+    from es_plugin_bridge.elastic.provision import FromIndex, provision
+    from es_plugin_bridge.elastic.setup import check_sidecar, meta_for_model
     from es_plugin_bridge.serving.model_dir import ModelDirectory
-    from es_plugin_bridge.text import Preprocessor, TextOptions
+    from es_plugin_bridge.text import TextOptions
 
+    if from_index is None and (in_place or id_field or (title_field, body_field) != ("title", "body")):
+        raise UserError("--in-place, --title-field, --body-field and --id-field go with --from-index")
+    if in_place and recreate:
+        raise UserError("--recreate deletes an index; it does not go with --in-place (your index)")
     connection = pop_connection(conn)
     model = ModelDirectory.load(model_dir)  # verifies the manifest before anything is created
     ready = check_sidecar(SidecarEmbedder(sidecar_url, token=token, timeout=max(timeout, 10.0)))
     meta = meta_for_model(model, ready, TextOptions())
     client = connection.client()
-    cluster = cluster_info(client)
-    if call("checking the index", client.indices.exists, index=index_name):
-        if not recreate:
-            raise UserError(f"index {index_name} already exists (--recreate deletes it first)")
-        call(f"deleting {index_name}", client.indices.delete, index=index_name)
-    endpoints, native_off = register_endpoints(
-        client, index_name, meta, sidecar_from_es or sidecar_url, token, cluster
-    )
-    meta = replace(meta, inference=endpoints)
-    if no_vectors:
-        meta = replace(meta, dimension=None)
-    engine = ElasticsearchEngine(
-        client,
-        index_name,
-        Preprocessor(TextOptions()).tokens,
-        dimension=meta.dimension,
-        neural_similarity=meta.neural_similarity,
-        meta=meta.as_dict(),
-    )
-    engine.create()
-    click.echo(
-        f"created index {index_name} for {meta.model} ({meta.model_type}, "
-        f"{'no vectors' if meta.dimension is None else f'{meta.dimension}-d vectors'}) on Elasticsearch "
-        f"{cluster.version_text} ({cluster.licence} licence)"
-    )
-    for stage, endpoint in endpoints.items():
-        click.echo(f"registered inference endpoint {endpoint} (first stage {stage})")
-    click.echo(f"mode native:  {'ready' if endpoints else 'unavailable: ' + str(native_off)}")
-    if meta.dimension is None:
-        click.echo("mode vectors: unavailable (--no-vectors)")
+    source = None if from_index is None else FromIndex(from_index, title_field, body_field, id_field,
+                                                       in_place)
+    done = provision(client, cluster_info(client), index_name, meta,
+                     sidecar_from_es=sidecar_from_es or sidecar_url, token=token, recreate=recreate,
+                     no_vectors=no_vectors, source=source, progress=not no_progress)
+    for line in done.lines:
+        click.echo(line)
+    if from_index is None:
+        click.echo(f"next: esrerank es index SPEC --index {done.index}")
     else:
-        how = ("one call (rescorer retriever)" if cluster.paid
-               else f"two calls ({cluster.licence} licence: the linear retriever needs enterprise or trial)")
-        click.echo(f"mode vectors: ready, {how}")
-    click.echo("mode bridge:  ready")
-    click.echo(f"next: esrerank es index SPEC --index {index_name}")
+        click.echo(f"next: esrerank es search QUERY --index {done.index} --mode hybrid")
 
 
 @es_group.command("index")
@@ -133,6 +132,10 @@ def setup_command(
 )
 @click.option("--skip-bad", is_flag=True, help="Skip malformed records of the data (counted).")
 @click.option("--no-progress", is_flag=True)
+@click.option("--dry-run", is_flag=True, help="Write the _bulk NDJSON to --out instead of sending it: no "
+              "cluster or sidecar needed (the index's ingest pipeline embeds when it is sent).")
+@click.option("--out", "out_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="With --dry-run: the file to write.")
 @connection_options
 def index_command(
     specs: tuple[str, ...],
@@ -145,9 +148,14 @@ def index_command(
     max_retries: int,
     skip_bad: bool,
     no_progress: bool,
+    dry_run: bool,
+    out_file: Path | None,
     **conn: Any,
 ) -> None:
-    """Index the questions of SPEC (FORMAT:PATH, repeatable) with their vectors and BOW terms."""
+    """Index the questions of SPEC (FORMAT:PATH, repeatable) with their vectors and BOW terms.
+
+    Where ``es setup`` made an ingest pipeline, Elasticsearch embeds them; otherwise this client asks
+    the sidecar. ``--dry-run --out FILE`` writes the bulk body instead."""
     from es_plugin_bridge.data.spec import read_spec
     from es_plugin_bridge.elastic.bulk import index_questions
     from es_plugin_bridge.elastic.connection import call
@@ -156,8 +164,8 @@ def index_command(
     from es_plugin_bridge.elastic.setup import read_meta
     from es_plugin_bridge.text import Preprocessor
 
-    client = pop_connection(conn).client()
-    meta = read_meta(client, index_name)
+    if dry_run != (out_file is not None):
+        raise UserError("--dry-run and --out go together")
     questions: dict[str, Any] = {}
     for spec in specs:
         data = read_spec(spec, skip_bad=skip_bad)
@@ -165,12 +173,26 @@ def index_command(
             click.echo(f"{spec}: skipped {data.skipped} malformed records (--skip-bad)", err=True)
         for q in data.questions.values():
             questions.setdefault(q.id, q)
+    if dry_run:
+        from es_plugin_bridge.elastic.bulk_file import write_bulk_file
+        from es_plugin_bridge.text import TextOptions
+
+        assert out_file is not None
+        count = write_bulk_file(out_file, index_name, questions.values(), Preprocessor(TextOptions()).tokens)
+        click.echo(f"wrote {count} questions for index {index_name} to {out_file} (_bulk NDJSON; the index's "
+                   "ingest pipeline adds vectors when it is sent)")
+        return
+    client = pop_connection(conn).client()
+    meta = read_meta(client, index_name)
     embed = None
-    if meta.dimension is not None:
+    if meta.embedding.get("pipeline"):
+        click.echo(f"Elasticsearch embeds through pipeline {meta.embedding['pipeline']}", err=True)
+    elif meta.dimension is not None:
         embedder = SidecarEmbedder(sidecar_url, token=token, timeout=max(timeout, 60.0))
         embedder.ready()
         embed = embedder.embed
-    engine = ElasticsearchEngine(client, index_name, Preprocessor(meta.text_options()).tokens, embed=embed)
+    engine = ElasticsearchEngine(client, index_name, Preprocessor(meta.text_options()).tokens, embed=embed,
+                                 neural_similarity=meta.neural_similarity)
     report = index_questions(
         client,
         index_name,
@@ -203,6 +225,7 @@ def _open_mode(
     token: str | None,
     timeout: float,
     allow_rerank_failures: bool = False,
+    knn: str = "exact",
 ) -> Any:
     from es_plugin_bridge.elastic.connection import cluster_info
     from es_plugin_bridge.elastic.first_stage import ElasticsearchFirstStage
@@ -211,7 +234,8 @@ def _open_mode(
     from es_plugin_bridge.text import Preprocessor
 
     meta = read_meta(client, index_name)
-    stage = ElasticsearchFirstStage(client, index_name, first_stage, Preprocessor(meta.text_options()).tokens)
+    stage = ElasticsearchFirstStage(client, index_name, first_stage, Preprocessor(meta.text_options()).tokens,
+                                    fields=(meta.title_field, meta.body_field))
     return make_mode(
         mode,
         stage,
@@ -222,6 +246,7 @@ def _open_mode(
         timeout=timeout,
         cluster=cluster_info(client),
         allow_rerank_failures=allow_rerank_failures,
+        knn=knn,
     )
 
 
@@ -230,6 +255,15 @@ allow_failures_option = click.option(
     is_flag=True,
     help="Mode native (Elasticsearch 8.19/9.1+): if Elasticsearch cannot reach the sidecar, answer in "
     "first-stage order instead of failing the search (Elasticsearch does not mark such answers).",
+)
+
+knn_option = click.option(
+    "--knn",
+    type=click.Choice(["exact", "hnsw"]),
+    default="exact",
+    show_default=True,
+    help="Modes hybrid, hybrid-rrf: the vectors' top window by exact script_score (the in-process "
+    "order; cost grows with the index) or approximate HNSW knn (cosine models; may miss a neighbour).",
 )
 
 
@@ -248,6 +282,7 @@ allow_failures_option = click.option(
 @click.option("--explain", is_flag=True, help="Also print the request body sent and the timings.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @allow_failures_option
+@knn_option
 @index_option
 @sidecar_options
 @connection_options
@@ -260,6 +295,7 @@ def search_command(
     explain: bool,
     as_json: bool,
     allow_rerank_failures: bool,
+    knn: str,
     index_name: str,
     sidecar_url: str,
     token: str | None,
@@ -287,6 +323,7 @@ def search_command(
         token=token,
         timeout=timeout,
         allow_rerank_failures=allow_rerank_failures,
+        knn=knn,
     )
     result = searcher.search(question_from_text(text), top)
     hits = [

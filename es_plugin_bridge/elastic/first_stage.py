@@ -22,7 +22,6 @@ from es_plugin_bridge.engines.similarities import SIMILARITIES, make_similarity
 from es_plugin_bridge.errors import UserError
 
 Tokens = Callable[[Question], list[str]]
-SOURCE = ["title", "body"]
 
 
 class ElasticsearchFirstStage:
@@ -35,7 +34,10 @@ class ElasticsearchFirstStage:
         similarity: str,
         tokens: Tokens,
         questions: dict[str, Question] | None = None,
+        fields: tuple[str, str] = ("title", "body"),
     ) -> None:
+        """``fields``: where the title and body live in ``_source`` (a user's own field paths when the
+        reranker's fields were added to their index in place)."""
         if similarity not in mappings.FIELDS:
             raise UserError(f"unknown similarity {similarity!r} (choose from {', '.join(SIMILARITIES)})")
         self.client = client
@@ -43,20 +45,22 @@ class ElasticsearchFirstStage:
         self.similarity = similarity
         self.tokens = tokens
         self._questions = questions if questions is not None else {}
+        self.fields = fields
+
+    def _question(self, doc_id: str, source: Mapping[str, Any]) -> Question:
+        title, body = (_at(source, path) for path in self.fields)
+        return Question(doc_id, "" if title is None else str(title), "" if body is None else str(body))
 
     def _keep(self, hits: list[dict[str, Any]]) -> Hits:
         out = []
         for hit in hits:
-            source = hit.get("_source") or {}
-            self._questions.setdefault(
-                hit["_id"], Question(hit["_id"], source.get("title", ""), source.get("body", ""))
-            )
+            self._questions.setdefault(hit["_id"], self._question(hit["_id"], hit.get("_source") or {}))
             out.append((hit["_id"], float(hit["_score"])))
         return out
 
     def _run(self, body: dict[str, Any], size: int) -> Hits:
         answer = call(f"searching {self.index}", self.client.search, index=self.index, query=body, size=size,
-                      source={"includes": SOURCE}, track_total_hits=False)
+                      source={"includes": list(self.fields)}, track_total_hits=False)
         return self._keep(answer["hits"]["hits"])
 
     def search(self, query: Question, k: int, exclude: set[str] | None = None) -> Hits:
@@ -83,13 +87,20 @@ class ElasticsearchFirstStage:
                 self.client.get,
                 index=self.index,
                 id=doc_id,
-                source_includes=SOURCE,
+                source_includes=list(self.fields),
             )
-            source = answer.get("_source") or {}
-            question = self._questions[doc_id] = Question(
-                doc_id, source.get("title", ""), source.get("body", "")
-            )
+            question = self._questions[doc_id] = self._question(doc_id, answer.get("_source") or {})
         return question
+
+
+def _at(source: Mapping[str, Any], path: str) -> Any:
+    """The value at a dotted ``_source`` path (``question.title``), or None."""
+    node: Any = source
+    for part in path.split("."):
+        if not isinstance(node, Mapping):
+            return None
+        node = node.get(part)
+    return node
 
 
 class ElasticsearchEngine:

@@ -37,6 +37,7 @@ PLACEHOLDER_START = "${"
 #: ``$`` as an HTML character reference: every text the product sends through a template carries this
 #: instead of ``${``, and the text pipeline decodes it back to ``$`` (titles and bodies alike).
 SAFE_PLACEHOLDER_START = "&#36;{"
+_JAVA_TRIM = "".join(map(chr, range(33)))  # what java.lang.String.trim strips: every char <= U+0020
 
 #: The field whose similarity each first stage scores with.
 FIELDS: dict[str, str] = {
@@ -94,15 +95,22 @@ def index_body(
     neural_similarity: str = "cosine",
     params: Mapping[str, Mapping[str, Any]] | None = None,
     meta: Mapping[str, Any] | None = None,
+    default_pipeline: str | None = None,
+    analyzer: str | None = None,
+    analysis: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """``PUT /<index>`` body: settings (one shard, so a rescore window is the global top) and mappings.
 
     Without ``dimension`` the index holds no vectors (first stages, modes native and bridge only).
+    ``default_pipeline``: the ingest pipeline every write goes through (Elasticsearch embeds).
+    ``analyzer``/``analysis``: a user's own analyzer (and the analysis settings that define it) for
+    ``text``, whose first stage then reads the user's plain text instead of the product's tokens.
     """
     params = params or {}
     similarities = {similarity_name(s): similarity_setting(s, params.get(s)) for s in SIMILARITIES}
+    text_analyzer = analyzer or ANALYZER
     text_fields = {
-        name: {"type": "text", "analyzer": ANALYZER, "similarity": similarity_name(name)}
+        name: {"type": "text", "analyzer": text_analyzer, "similarity": similarity_name(name)}
         for name in SIMILARITIES
         if name != "bm25"
     }
@@ -111,7 +119,7 @@ def index_body(
         "body": {"type": "text"},
         TEXT_FIELD: {
             "type": "text",
-            "analyzer": ANALYZER,
+            "analyzer": text_analyzer,
             "similarity": similarity_name("bm25"),
             "fields": text_fields,
         },
@@ -139,19 +147,19 @@ def index_body(
     mappings: dict[str, Any] = {"dynamic": "strict", "properties": properties}
     if meta:
         mappings["_meta"] = {"esrerank": dict(meta)}
-    return {
-        "settings": {
-            "number_of_shards": 1,
-            "similarity": similarities,
-            # The default whitespace tokenizer splits tokens longer than 255 characters; the embedded
-            # engine never splits. 8,191 characters stay under Lucene's 32,766-byte term limit.
-            "analysis": {
-                "tokenizer": {TOKENIZER: {"type": "whitespace", "max_token_length": MAX_TOKEN_CHARS}},
-                "analyzer": {ANALYZER: {"type": "custom", "tokenizer": TOKENIZER}},
-            },
-        },
-        "mappings": mappings,
+    # The default whitespace tokenizer splits tokens longer than 255 characters; the embedded
+    # engine never splits. 8,191 characters stay under Lucene's 32,766-byte term limit.
+    ours = {
+        "tokenizer": {TOKENIZER: {"type": "whitespace", "max_token_length": MAX_TOKEN_CHARS}},
+        "analyzer": {ANALYZER: {"type": "custom", "tokenizer": TOKENIZER}},
     }
+    merged: dict[str, Any] = {kind: dict(defs) for kind, defs in (analysis or {}).items()}
+    for kind, defs in ours.items():
+        merged.setdefault(kind, {}).update(defs)
+    settings: dict[str, Any] = {"number_of_shards": 1, "similarity": similarities, "analysis": merged}
+    if default_pipeline:
+        settings["default_pipeline"] = default_pipeline
+    return {"settings": settings, "mappings": mappings}
 
 
 def template_safe(text: str) -> str:
@@ -181,7 +189,10 @@ def rerank_text(question: Question) -> str:
     body = template_safe(question.body)
     if not body:
         return title
-    return f"{title}{body}" if body.lstrip().startswith("<") else f"{title}<p>{body}</p>"
+    # Leading characters <= U+0020 are skipped, as Java's trim does: the ingest pipeline builds the same
+    # string in Painless (elastic/pipeline.py).
+    starts_with_tag = body.lstrip(_JAVA_TRIM).startswith("<")
+    return f"{title}{body}" if starts_with_tag else f"{title}<p>{body}</p>"
 
 
 def has_direction(vector: Sequence[float]) -> bool:

@@ -83,6 +83,19 @@ class IndexMeta:
     text: dict[str, Any]
     inference: dict[str, str] = field(default_factory=dict)
     params: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: Elasticsearch embeds: {"text_embedding": id, "sparse_embedding": id, "pipeline": id}, or {}.
+    embedding: dict[str, str] = field(default_factory=dict)
+    #: Where the questions come from: {} for the product's own layout, or the user's index and fields
+    #: ({"index", "title_field", "body_field", "id_field", "in_place", "analyzer"}).
+    source: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def title_field(self) -> str:
+        return str(self.source.get("title_field", "title")) if self.source.get("in_place") else "title"
+
+    @property
+    def body_field(self) -> str:
+        return str(self.source.get("body_field", "body")) if self.source.get("in_place") else "body"
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -95,6 +108,8 @@ class IndexMeta:
             "text": self.text,
             "inference": self.inference,
             "params": self.params,
+            "embedding": self.embedding,
+            "source": self.source,
         }
 
     @classmethod
@@ -110,6 +125,8 @@ class IndexMeta:
             text=dict(data["text"]),
             inference=dict(data.get("inference") or {}),
             params=dict(data.get("params") or {}),
+            embedding=dict(data.get("embedding") or {}),
+            source=dict(data.get("source") or {}),
         )
 
     def beta(self, first_stage: str) -> dict[str, float]:
@@ -169,15 +186,54 @@ def register_endpoints(
         if stage not in meta.fusion:
             continue
         endpoint = inference_id(index, stage)
-        body = inference_endpoint(sidecar_url, stage, token)
-        with es_errors(f"registering inference endpoint {endpoint} (Elasticsearch calls {sidecar_url})"):
-            if client.options(ignore_status=404).inference.get(inference_id=endpoint).meta.status == 200:
-                client.inference.delete(inference_id=endpoint, force=True)
-            client.options(request_timeout=PUT_ENDPOINT_SECONDS).inference.put(
-                task_type="rerank", inference_id=endpoint, inference_config=body, timeout="60s"
-            )
+        _put_endpoint(client, "rerank", endpoint, inference_endpoint(sidecar_url, stage, token), sidecar_url)
         ids[stage] = endpoint
     return ids, None
+
+
+def _put_endpoint(client: Any, task_type: str, endpoint: str, body: dict[str, Any], sidecar_url: str) -> None:
+    """Replace endpoint ``endpoint`` by ``body``: Elasticsearch test-calls the sidecar before answering."""
+    with es_errors(f"registering inference endpoint {endpoint} (Elasticsearch calls {sidecar_url})"):
+        if client.options(ignore_status=404).inference.get(inference_id=endpoint).meta.status == 200:
+            client.inference.delete(inference_id=endpoint, force=True)
+        client.options(request_timeout=PUT_ENDPOINT_SECONDS).inference.put(
+            task_type=task_type, inference_id=endpoint, inference_config=body, timeout="60s"
+        )
+
+
+def register_embedding(
+    client: Any,
+    index: str,
+    meta: IndexMeta,
+    sidecar_url: str,
+    token: str | None,
+    cluster: ClusterInfo,
+) -> tuple[dict[str, str], str | None]:
+    """The ``text_embedding`` and ``sparse_embedding`` endpoints and the ingest pipeline of ``index``
+    (``elastic/pipeline.py``); (ids, None), or ({}, why Elasticsearch cannot embed here).
+
+    The ``custom`` service needs 8.19/9.1+ and an enterprise or trial licence, as mode native does;
+    without it ``es index`` embeds on the client, as before.
+    """
+    from es_plugin_bridge.elastic.pipeline import embedding_endpoint, pipeline_body
+
+    if meta.dimension is None:
+        return {}, "the index holds no vectors (--no-vectors)"
+    try:
+        cluster.require("native")
+    except UserError as exc:
+        return {}, str(exc).replace("mode native", "Elasticsearch-side embedding", 1)
+    ids = {kind: inference_id(index, purpose)
+           for kind, purpose in (("text_embedding", "embed"), ("sparse_embedding", "bow"))}
+    for kind, endpoint in ids.items():
+        _put_endpoint(client, kind, endpoint, embedding_endpoint(sidecar_url, token, kind), sidecar_url)
+    pipeline = inference_id(index, "ingest")
+    body = pipeline_body(embed_id=ids["text_embedding"], bow_id=ids["sparse_embedding"],
+                         neural_similarity=meta.neural_similarity,
+                         title_field=meta.title_field, body_field=meta.body_field,
+                         user_text=bool(meta.source))
+    call(f"creating ingest pipeline {pipeline}", client.ingest.put_pipeline, id=pipeline, **body)
+    return {**ids, "pipeline": pipeline}, None
 
 
 def check_sidecar(embedder: SidecarEmbedder) -> dict[str, Any]:

@@ -92,3 +92,58 @@ def fill_request(
         for key, value in dict(service_settings.get("headers") or {}).items()  # type: ignore[call-overload]
     }
     return body, headers
+
+
+def extract(data: object, path: str) -> object:
+    """``MapPathExtractor.extract`` (``common/MapPathExtractor.java``): ``$`` then ``.field`` and ``[*]``
+    steps; unlike JSONPath, ``[*]`` keeps one list per element (no flattening); a missing field or a
+    step on the wrong type raises."""
+    if not path.startswith("$"):
+        raise ValueError(f"Path [{path}] must start with a dollar sign ($)")
+    rest = path[1:]
+
+    def navigate(node: object, remaining: str) -> object:
+        if node is None or not remaining:
+            return node
+        dot = re.match(r"^\.([^.\[]+)(.*)$", remaining, re.S)
+        if dot:
+            if not isinstance(node, dict):
+                raise ValueError(f"Current path [{remaining}] matched the dot field pattern but the current "
+                                 "object is not a map")
+            if node.get(dot.group(1)) is None:
+                raise ValueError(f"Unable to find field [{dot.group(1)}] in map")
+            return navigate(node[dot.group(1)], dot.group(2))
+        star = re.match(r"^\[\*\](.*)$", remaining, re.S)
+        if star:
+            if not isinstance(node, list):
+                raise ValueError(f"Current path [{remaining}] matched the array field pattern but the "
+                                 "current object is not a list")
+            return [r for r in (navigate(item, star.group(1)) for item in node) if r is not None]
+        raise ValueError(f"Invalid path received [{remaining}], unable to extract a field name.")
+
+    return navigate(data, rest)
+
+
+def parse_text_embeddings(answer: dict, json_parser: dict) -> list[list[float]]:
+    """``TextEmbeddingResponseParser`` (float): one list of numbers per input, each as Java float."""
+    out = []
+    for entry in extract(answer, json_parser["text_embeddings"]):  # type: ignore[union-attr]
+        if not isinstance(entry, list) or not all(isinstance(x, (int, float)) for x in entry):
+            raise ValueError("Failed to parse text embedding entry: not a list of numbers")
+        out.append([float(x) for x in entry])
+    return out
+
+
+def parse_sparse_embeddings(answer: dict, json_parser: dict) -> list[dict[str, float]]:
+    """``SparseEmbeddingResponseParser``: token and weight lists of equal size per input; tokens as
+    ``toString()``, weights as floats."""
+    tokens = extract(answer, json_parser["token_path"])
+    weights = extract(answer, json_parser["weight_path"])
+    if not isinstance(tokens, list) or not isinstance(weights, list) or len(tokens) != len(weights):
+        raise ValueError("The extracted tokens list and weights list must be lists of equal size")
+    out = []
+    for toks, ws in zip(tokens, weights, strict=True):
+        if len(toks) != len(ws):
+            raise ValueError("The list sizes must be equal.")
+        out.append({str(t): float(w) for t, w in zip(toks, ws, strict=True)})
+    return out

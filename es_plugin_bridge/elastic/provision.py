@@ -1,0 +1,151 @@
+"""``es setup``'s work below the CLI: the questions index, the sidecar's inference endpoints and the
+ingest pipeline, for the product's own layout or from a user's index (``elastic/user_index.py``).
+
+Every step says what it did in one line (``Provisioned.lines``), including which modes run on this
+cluster and why the others do not; nothing is created before the model directory, the sidecar and the
+user's fields are checked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from es_plugin_bridge.elastic import mappings
+from es_plugin_bridge.elastic.connection import ClusterInfo, call
+from es_plugin_bridge.elastic.setup import (
+    META_KEY,
+    IndexMeta,
+    register_embedding,
+    register_endpoints,
+)
+from es_plugin_bridge.elastic.user_index import (
+    SourceIndex,
+    describe,
+    in_place_properties,
+    reindex_body,
+    wait_for_task,
+)
+from es_plugin_bridge.errors import UserError
+
+
+@dataclass
+class Provisioned:
+    """What ``provision`` made, for the CLI to print."""
+
+    index: str
+    meta: IndexMeta
+    lines: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class FromIndex:
+    """``--from-index THEIRS --title-field F --body-field G [--id-field H] [--in-place]``."""
+
+    index: str
+    title_field: str = "title"
+    body_field: str = "body"
+    id_field: str | None = None
+    in_place: bool = False
+
+
+def provision(
+    client: Any,
+    cluster: ClusterInfo,
+    index: str,
+    meta: IndexMeta,
+    *,
+    sidecar_from_es: str,
+    token: str | None,
+    recreate: bool = False,
+    no_vectors: bool = False,
+    source: FromIndex | None = None,
+    progress: bool = True,
+) -> Provisioned:
+    """Create (or, in place, extend) the questions index; register what this cluster can run."""
+    theirs: SourceIndex | None = None
+    if source is not None:
+        theirs = describe(client, source.index, source.title_field, source.body_field, source.id_field)
+        if source.in_place:
+            index = source.index
+            # their similarity settings are static: only Elasticsearch's default BM25 is on their field
+            meta = replace(meta, fusion={k: v for k, v in meta.fusion.items() if k == "bm25"})
+        meta = replace(meta, source=theirs.as_meta(source.in_place))
+    if no_vectors:
+        meta = replace(meta, dimension=None)
+    in_place = source is not None and source.in_place
+    if in_place:
+        in_place_properties(theirs, {})  # refuses before anything is created when a field is taken
+    elif call("checking the index", client.indices.exists, index=index):
+        if not recreate:
+            raise UserError(f"index {index} already exists (--recreate deletes it first)")
+        call(f"deleting {index}", client.indices.delete, index=index)
+    embedding, embed_off = register_embedding(client, index, meta, sidecar_from_es, token, cluster)
+    if theirs is not None and not embedding:
+        raise UserError(f"--from-index needs Elasticsearch to embed the questions: {embed_off}")
+    endpoints, native_off = register_endpoints(client, index, meta, sidecar_from_es, token, cluster)
+    meta = replace(meta, inference=endpoints, embedding=embedding)
+    done = Provisioned(index, meta)
+    body = mappings.index_body(
+        dimension=meta.dimension,
+        neural_similarity=meta.neural_similarity,
+        meta=meta.as_dict(),
+        default_pipeline=None if in_place else embedding.get("pipeline"),
+        analyzer=theirs.analyzer if theirs is not None else None,
+        analysis=theirs.analysis if theirs is not None else None,
+    )
+    if in_place:
+        _extend_in_place(client, theirs, body, meta, progress)  # type: ignore[arg-type]
+        done.lines.append(f"added the reranker's fields to {index} and filled them (_update_by_query)")
+    else:
+        call(f"creating index {index}", client.indices.create, index=index, **body)
+        done.lines.append(
+            f"created index {index} for {meta.model} ({meta.model_type}, "
+            f"{'no vectors' if meta.dimension is None else f'{meta.dimension}-d vectors'}) on Elasticsearch "
+            f"{cluster.version_text} ({cluster.licence} licence)"
+        )
+        if theirs is not None:
+            task = call(f"copying {theirs.index} into {index}", client.reindex,
+                        **reindex_body(theirs, index, embedding.get("pipeline")), wait_for_completion=False)
+            response = wait_for_task(client, task["task"], f"_reindex {theirs.index} → {index}",
+                                     progress=progress)
+            call(f"refreshing {index}", client.indices.refresh, index=index)
+            done.lines.append(f"copied {response.get('created', 0) + response.get('updated', 0)} questions "
+                              f"from {theirs.index} (their index is unchanged)")
+    done.lines += _mode_lines(cluster, meta, endpoints, native_off, embedding, embed_off)
+    return done
+
+
+def _extend_in_place(client: Any, theirs: SourceIndex, body: dict[str, Any], meta: IndexMeta,
+                     progress: bool) -> None:
+    """Add the product's fields and ``_meta.esrerank`` to the user's index, then fill every document."""
+    added = in_place_properties(theirs, body["mappings"]["properties"])
+    merged_meta = {**theirs.meta, META_KEY: meta.as_dict()}  # _meta is replaced whole: keep theirs
+    call(f"adding the reranker's fields to {theirs.index}", client.indices.put_mapping, index=theirs.index,
+         properties=added, meta=merged_meta)
+    task = call(f"embedding the questions of {theirs.index}", client.update_by_query, index=theirs.index,
+                pipeline=meta.embedding["pipeline"], conflicts="proceed", wait_for_completion=False)
+    wait_for_task(client, task["task"], f"_update_by_query {theirs.index}", progress=progress)
+    call(f"refreshing {theirs.index}", client.indices.refresh, index=theirs.index)
+
+
+def _mode_lines(cluster: ClusterInfo, meta: IndexMeta, endpoints: dict[str, str], native_off: str | None,
+                embedding: dict[str, str], embed_off: str | None) -> list[str]:
+    lines = [f"registered inference endpoint {e} (first stage {s})" for s, e in endpoints.items()]
+    if embedding:
+        lines.append(f"Elasticsearch embeds: endpoints {embedding['text_embedding']} (vector), "
+                     f"{embedding['sparse_embedding']} (bow); ingest pipeline {embedding['pipeline']}")
+    else:
+        lines.append(f"Elasticsearch embeds: no ({embed_off}); es index embeds on the client")
+    lines.append(f"mode native:  {'ready' if endpoints else 'unavailable: ' + str(native_off)}")
+    if meta.dimension is None:
+        lines.append("mode vectors: unavailable (--no-vectors)")
+        lines.append("mode hybrid:  unavailable (--no-vectors)")
+    else:
+        how = ("one call (rescorer retriever)" if cluster.paid
+               else f"two calls ({cluster.licence} licence: the linear retriever needs enterprise or trial)")
+        lines.append(f"mode vectors: ready, {how}")
+        lines.append("mode hybrid:  ready" if meta.neural_similarity == "cosine"
+                     else "mode hybrid:  ready (exact knn only: Manhattan vectors have no HNSW similarity)")
+    lines.append("mode bridge:  ready")
+    return lines
