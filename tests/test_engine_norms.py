@@ -38,3 +38,39 @@ def test_every_byte_round_trips_and_the_table_covers_int_range() -> None:
 def test_negative_length_is_refused() -> None:
     with pytest.raises(ValueError, match="lengths"):
         int_to_byte4([3, -1])
+
+
+def _lucene_int_to_byte4(i: int) -> int:
+    """``SmallFloat.intToByte4`` as Lucene writes it, one int at a time (no numpy)."""
+    if i < NUM_FREE_VALUES:
+        return i
+    v = i - NUM_FREE_VALUES
+    num_bits = v.bit_length()
+    if num_bits < 4:
+        return NUM_FREE_VALUES + v
+    shift = num_bits - 4
+    return NUM_FREE_VALUES + (((v >> shift) & 0x07) | ((shift + 1) << 3))
+
+
+def test_encoding_is_lucenes_scalar_algorithm_across_the_int_range() -> None:
+    rng = np.random.default_rng(11)
+    values = np.concatenate([np.arange(0, 5000), rng.integers(5000, 2**31 - 1, 20_000),
+                             [2**k + d for k in range(5, 31) for d in (-1, 0, 1)], [2**31 - 1]])
+    got = int_to_byte4(values)
+    assert got.dtype == np.uint8
+    assert got.tolist() == [_lucene_int_to_byte4(int(v)) for v in values]
+
+
+def test_decoding_gives_the_smallest_length_of_each_byte() -> None:
+    table = byte4_to_int(np.arange(256))
+    for byte in range(1, 256):  # the first length that encodes to `byte` is what it decodes to
+        assert _lucene_int_to_byte4(int(table[byte])) == byte
+        assert _lucene_int_to_byte4(int(table[byte]) - 1) == byte - 1
+    assert byte4_to_int(np.array([-1], dtype=np.int64)).tolist() == [table[255]]  # a signed Java byte
+
+
+def test_empty_input_and_the_upper_end() -> None:
+    assert int_to_byte4([]).tolist() == [] and byte4_to_int([]).tolist() == []
+    assert int_to_byte4([0, 2**31 - 1]).tolist() == [0, 255]
+    with pytest.raises(ValueError, match="lengths"):
+        int_to_byte4([2**31])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import unicodedata
+
 import pytest
 
 from es_plugin_bridge.text import Preprocessor, TextOptions, tokenize
@@ -47,3 +49,28 @@ def test_user_text_cannot_forge_a_marker() -> None:
 def test_typographic_apostrophes_are_unified() -> None:
     p = Preprocessor(TextOptions())
     assert p.text_tokens("Don\u2019t won\u2018t") == ["don't", "won't"]
+
+
+@pytest.mark.parametrize(("mark", "marker"), [(URL_MARK, "__url__"), (CODE_MARK, "__code__"),
+                                              (DATE_MARK, "__date__")])
+def test_each_placeholder_alone_becomes_its_marker(mark: str, marker: str) -> None:
+    assert tokenize(f"fixed on {mark} by 12.04") == ["fixed", "on", marker, "by", "12.04"]
+    assert tokenize(mark) == [marker]
+
+
+def test_text_without_placeholders_keeps_words_that_look_like_markers() -> None:
+    assert tokenize("__url__ url __code__") == ["url", "url", "code"]
+
+
+def test_every_combining_mark_of_the_bmp_joins_a_word_and_nothing_else_does() -> None:
+    marks = [chr(cp) for cp in range(0x10000) if unicodedata.category(chr(cp)).startswith("M")]
+    assert len(marks) > 1000
+    assert tokenize(" ".join(f"a{m}b" for m in marks)) == [f"a{m}b" for m in marks]
+    # Spacing accents, symbols and punctuation next to marks split words.
+    assert tokenize("a\u00b4b a\u02d8b a\u2019b a\u00a0b") == ["a", "b", "a", "b", "a", "b", "a", "b"]
+
+
+def test_one_character_and_connector_edges() -> None:
+    assert tokenize("a") == ["a"] and tokenize("7") == ["7"] and tokenize("-") == []
+    assert tokenize("a..b a--b a''b") == ["a", "b", "a", "b", "a", "b"]
+    assert tokenize("1,2 a,b 1, 2") == ["1,2", "a", "b", "1", "2"]

@@ -9,6 +9,7 @@ from importlib import resources
 import numpy as np
 import pytest
 
+from es_plugin_bridge.core.vocab import idf_ln
 from es_plugin_bridge.data.spec import read_spec
 from es_plugin_bridge.errors import DataFormatError, UserError
 from es_plugin_bridge.text import Preprocessor, TextOptions
@@ -108,3 +109,137 @@ def test_reserved_tokens_in_data_are_refused():
         Vocabulary.build([["a", "<unk>"]], min_count=1)
     with pytest.raises(UserError, match="min_count"):
         Vocabulary.build([["a"]], min_count=0)
+
+
+# -- empty, one-element and degenerate inputs; every refusal names its field ------------------------
+
+
+def test_a_vocabulary_of_no_document_has_only_the_reserved_ids():
+    vocab = Vocabulary.build([], min_count=1)
+    assert vocab.tokens == [PAD, UNK] and vocab.n_docs == 0 and len(vocab) == 2
+    assert vocab.counts.tolist() == [0, 0] and vocab.doc_freqs.tolist() == [0, 0]
+    # n_docs counts as 1 and <unk> as a one-document word: ln(1 + 0.5 / 1.5).
+    np.testing.assert_allclose(vocab.idf, [0.0, np.log1p(0.5 / 1.5)], rtol=1e-6)
+    assert vocab.idf.dtype == np.float32
+
+
+def test_counts_document_frequencies_and_unk_totals_on_real_questions(docs):
+    vocab = Vocabulary.build(docs, min_count=4)
+    counts = Counter(tok for d in docs for tok in d)
+    dfs = Counter(tok for d in docs for tok in set(d))
+    kept = set(vocab.tokens[2:])
+    assert all(vocab.doc_freqs[vocab.id(t)] == dfs[t] for t in kept)
+    assert vocab.counts[UNK_ID] == sum(c for t, c in counts.items() if t not in kept)
+    assert vocab.doc_freqs[UNK_ID] == sum(d for t, d in dfs.items() if t not in kept)
+    assert (vocab.counts[PAD_ID], vocab.doc_freqs[PAD_ID], vocab.min_count) == (0, 0, 4)
+    word = next(t for t, c in counts.items() if c == 4)
+    assert word in vocab  # exactly min_count occurrences are kept
+
+
+def test_max_size_at_its_ends(docs):
+    with pytest.raises(UserError, match="max_size must be >= 2"):
+        Vocabulary.build(docs, max_size=1)
+    only_reserved = Vocabulary.build(docs, min_count=1, max_size=2)
+    assert only_reserved.tokens == [PAD, UNK]
+    assert only_reserved.counts[UNK_ID] == sum(len(d) for d in docs)
+    assert only_reserved.doc_freqs[UNK_ID] == sum(len(set(d)) for d in docs)
+    three = Vocabulary.build(docs, min_count=1, max_size=3)
+    most = Counter(tok for d in docs for tok in d).most_common(1)[0][0]
+    assert three.tokens == [PAD, UNK, most]
+
+
+def test_encode_at_max_len_one_exact_and_empty(docs):
+    vocab = Vocabulary.build(docs, min_count=2)
+    doc = [t for t in docs[0] if t in vocab][:3]
+    ids, mask = vocab.encode(doc, max_len=1)
+    assert ids.tolist() == [vocab.id(doc[0])] and mask.tolist() == [1]
+    ids, mask = vocab.encode(doc, max_len=3)
+    assert ids.tolist() == [vocab.id(t) for t in doc] and mask.tolist() == [1, 1, 1]
+    ids, mask = vocab.encode([], max_len=2)
+    assert ids.tolist() == [PAD_ID, PAD_ID] and mask.tolist() == [0, 0]
+    ids, mask = vocab.encode([])
+    assert ids.shape == (0,) and mask.shape == (0,) and ids.dtype == mask.dtype == np.int64
+    for bad in (0, -1):
+        with pytest.raises(ValueError, match="max_len must be >= 1"):
+            vocab.encode(doc, max_len=bad)
+
+
+def test_encode_batch_width_is_the_longest_document_capped(docs):
+    vocab = Vocabulary.build(docs, min_count=2)
+    batch, mask = vocab.encode_batch([docs[0][:2], docs[1][:5]])
+    assert batch.shape == (2, 5) and mask.sum(axis=1).tolist() == [2, 5]
+    assert batch[0].tolist() == vocab.encode(docs[0][:2], 5)[0].tolist()
+    capped, _ = vocab.encode_batch([docs[1][:5]], max_len=10)
+    assert capped.shape == (1, 5)  # the cap never widens
+    none, none_mask = vocab.encode_batch([])
+    assert none.shape == (0, 1) and none_mask.shape == (0, 1)
+
+
+def test_lookup_decode_and_membership():
+    vocab = Vocabulary([PAD, UNK, "ubuntu", "wifi"], [0, 3, 5, 2], [0, 2, 4, 2], n_docs=6)
+    assert "ubuntu" in vocab and "usb" not in vocab and PAD in vocab and 3 not in vocab
+    assert vocab.ids(["wifi", "usb", "ubuntu"]) == [3, UNK_ID, 2] and vocab.id("usb") == UNK_ID
+    assert vocab.decode([2, PAD_ID, UNK_ID, 3, PAD_ID]) == ["ubuntu", UNK, "wifi"]
+    assert vocab.decode([]) == []
+    np.testing.assert_allclose(vocab.idf, [0.0, np.log1p(5.5 / 1.5), np.log1p(2.5 / 4.5),
+                                           np.log1p(4.5 / 2.5)], rtol=1e-6)
+
+
+def test_idf_ln_is_the_textbook_form_with_zero_for_unseen():
+    np.testing.assert_allclose(idf_ln(np.array([0, 1, 5, 10]), 10), [0.0, np.log(10), np.log(2), 0.0],
+                               rtol=1e-6)
+    np.testing.assert_allclose(idf_ln(np.array([0, 1]), 0), [0.0, 0.0])
+    assert idf_ln(np.array([2]), 4).dtype == np.float32
+
+
+@pytest.mark.parametrize(("tokens", "counts", "dfs", "message"), [
+    (["a", UNK], [0, 0], [0, 0], "starts with"),
+    ([PAD], [0], [0], "starts with"),
+    ([PAD, UNK, "a"], [0, 0], [0, 0, 0], "same length"),
+    ([PAD, UNK, "a"], [0, 0, 1], [0, 0], "same length"),
+    ([PAD, UNK, "a", "a"], [0, 0, 1, 1], [0, 0, 1, 1], "duplicate"),
+])
+def test_an_inconsistent_vocabulary_is_refused(tokens, counts, dfs, message):
+    with pytest.raises(ValueError, match=message):
+        Vocabulary(tokens, counts, dfs, n_docs=1)
+
+
+@pytest.mark.parametrize(("edit", "field"), [
+    (lambda d: d.update(format="other"), "format"),
+    (lambda d: d.pop("format"), "format"),
+    (lambda d: d.update(version=2), "version"),
+    (lambda d: d.update(tokens="abc"), "tokens"),
+    (lambda d: d.update(counts=None), "counts"),
+    (lambda d: d.update(doc_freqs={}), "doc_freqs"),
+    (lambda d: d.update(n_docs="3"), "n_docs"),
+    (lambda d: d["tokens"].append(7), "tokens"),
+    (lambda d: d["counts"].append(7), "tokens"),
+])
+def test_a_malformed_file_names_the_field(edit, field):
+    data = Vocabulary([PAD, UNK, "a"], [0, 1, 2], [0, 1, 1], n_docs=2, min_count=2).to_dict()
+    edit(data)
+    with pytest.raises(DataFormatError) as err:
+        Vocabulary.from_dict(data, "v.json")
+    assert field in str(err.value) and "v.json" in str(err.value)
+
+
+def test_from_dict_round_trip_and_default_min_count():
+    data = Vocabulary([PAD, UNK, "a"], [0, 1, 2], [0, 1, 1], n_docs=2, min_count=2).to_dict()
+    assert data == {"format": "es_plugin_bridge.vocabulary", "version": 1, "min_count": 2, "n_docs": 2,
+                    "tokens": [PAD, UNK, "a"], "counts": [0, 1, 2], "doc_freqs": [0, 1, 1]}
+    del data["min_count"]
+    assert Vocabulary.from_dict(data).min_count == 1
+    with pytest.raises(DataFormatError, match="vocabulary"):
+        Vocabulary.from_dict([1, 2])
+
+
+def test_save_replaces_atomically_and_leaves_no_temporary_file(tmp_path):
+    vocab = Vocabulary([PAD, UNK, "é"], [0, 1, 2], [0, 1, 1], n_docs=2)
+    path = tmp_path / "vocab.json"
+    path.write_text("old")
+    vocab.save(path)
+    assert Vocabulary.load(path).tokens == [PAD, UNK, "é"] and "é" in path.read_text(encoding="utf-8")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["vocab.json"]
+    with pytest.raises(TypeError):
+        Vocabulary([PAD, UNK, "x"], [0, 1, object()], [0, 1, 1], n_docs=1).save(tmp_path / "bad.json")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["vocab.json"]
