@@ -295,7 +295,7 @@ def test_basic_licence_runs_vectors_and_bridge_and_refuses_native(basic, sidecar
         ]
     )
     assert code == 0, err
-    for mode in ("vectors", "bridge"):
+    for mode in ("vectors", "bridge", "hybrid", "hybrid-rrf"):  # hybrid-rrf: fused by the client
         code, out, err = cli(
             [
                 "es",
@@ -323,3 +323,50 @@ def test_basic_licence_runs_vectors_and_bridge_and_refuses_native(basic, sidecar
         ]
     )
     assert code == 2 and "enterprise or trial licence" in err
+
+
+# --- modes hybrid and hybrid-rrf (es_plugin_bridge/elastic/hybrid.py) ------------------------------
+
+VAL_PAIRS = ROOT / "es_plugin_bridge" / "samples" / "askubuntu-pairs" / "val.tsv"
+
+
+@pytest.mark.parametrize("knn", ["exact", "hnsw"])
+@pytest.mark.parametrize("mode", ["hybrid", "hybrid-rrf"])
+def test_search_hybrid_modes(trial_index, mode, knn, cli):
+    """``_msearch`` + a named-score search (hybrid), or the ``rrf`` retriever (hybrid-rrf on trial)."""
+    es_url, sidecar_url, _ = trial_index
+    code, out, err = cli(
+        ["es", "search", "where can I buy baby clothes in Doha", "--mode", mode, "--knn", knn, "--json",
+         "--explain", "--index", "questions", *_common(es_url, sidecar_url)]
+    )
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["reranked"] is True and len(result["hits"]) == 10
+    if mode == "hybrid":
+        assert set(result["request"]) == {"msearch", "search"}
+        assert len(result["request"]["msearch"]) == 4 and result["request"]["search"]["size"] >= 10
+    else:
+        assert "rrf" in result["request"]["retriever"]
+    scores = [hit["score"] for hit in result["hits"]]
+    assert scores == sorted(scores, reverse=True)
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "hybrid-rrf"])
+def test_es_evaluate_hybrid_matches_in_process_evaluate(trial, sidecar, mode, cli, tmp_path):
+    """Retrieval over AskUbuntu val titles: the in-process ranker and the mode of that name, exact knn."""
+    _, sidecar_url, model = sidecar
+    task = ["--task", "retrieval", "--queries", f"pairs:{VAL_PAIRS}", "--max-queries", "100",
+            "--rankers", f"bm25,{mode}", "--model", str(model), "--no-progress"]
+    code, _, err = cli(["evaluate", *task, "--json", str(tmp_path / "local.json")])
+    assert code == 0, err
+    code, out, err = cli(["es", "evaluate", *task, "--mode", mode, "--knn", "exact", "--json",
+                          str(tmp_path / "es.json"), *_common(trial, sidecar_url)])
+    assert code == 0, err
+    local = json.loads((tmp_path / "local.json").read_text())["rankers"]
+    remote = json.loads((tmp_path / "es.json").read_text())["rankers"]
+    for name in ("bm25", mode):
+        for metric, value in local[name].items():
+            # the same figures up to ties (RRF ties go to the smaller doc id in Elasticsearch) and the
+            # rank_features truncation in hybrid's BOW term
+            assert remote[name][metric] == pytest.approx(value, abs=1.0), (name, metric)
+    assert f"{mode} = mode {mode} over bm25" in out

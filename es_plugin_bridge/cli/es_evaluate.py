@@ -23,10 +23,17 @@ from es_plugin_bridge.errors import UserError
 EXTRA = [
     click.Option(
         ["--mode"],
-        type=click.Choice(["native", "vectors", "bridge"]),
+        type=click.Choice(["native", "vectors", "bridge", "hybrid", "hybrid-rrf"]),
         default="bridge",
         show_default=True,
-        help="How Elasticsearch computes the fused ranker.",
+        help="How Elasticsearch computes the fused ranker (hybrid, hybrid-rrf: those rankers instead).",
+    ),
+    click.Option(
+        ["--knn"],
+        type=click.Choice(["exact", "hnsw"]),
+        default="exact",
+        show_default=True,
+        help="Modes hybrid, hybrid-rrf: exact script_score (the in-process order) or approximate HNSW knn.",
     ),
     click.Option(
         ["--window"],
@@ -119,7 +126,7 @@ def _setup(options: dict[str, Any], conn: Any, first_stage: str | None) -> Any:
                     force=True,
                 )
             meta = replace(meta, inference=endpoints)
-        if mode != "vectors":
+        if mode not in ("vectors", "hybrid", "hybrid-rrf"):
             meta = replace(meta, dimension=None)
 
         def engine_factory(tokens: Any) -> Any:
@@ -130,7 +137,7 @@ def _setup(options: dict[str, Any], conn: Any, first_stage: str | None) -> Any:
                     params=params,
                     index=name,
                     keep=options["keep_index"],
-                    embed=embedder.embed if mode == "vectors" else None,
+                    embed=embedder.embed if meta.dimension is not None else None,
                     dimension=meta.dimension,
                     neural_similarity=meta.neural_similarity,
                     meta=meta.as_dict(),
@@ -139,6 +146,8 @@ def _setup(options: dict[str, Any], conn: Any, first_stage: str | None) -> Any:
             )
 
         made: list[ModeRanker] = []
+        # Modes hybrid and hybrid-rrf compute the rankers of those names (es_plugin_bridge/elastic/hybrid.py).
+        ranker_name = mode if mode in ("hybrid", "hybrid-rrf") else "fused"
 
         def fused(context: Any) -> ModeRanker:
             searcher = make_mode(
@@ -150,6 +159,7 @@ def _setup(options: dict[str, Any], conn: Any, first_stage: str | None) -> Any:
                 token=token,
                 timeout=timeout,
                 cluster=cluster,
+                knn=options["knn"],
             )
             made.append(ModeRanker(context, searcher))
             return made[-1]
@@ -163,7 +173,7 @@ def _setup(options: dict[str, Any], conn: Any, first_stage: str | None) -> Any:
                     )
             result.notes.append(
                 f"Elasticsearch {cluster.version_text} ({cluster.licence}), index {name}, "
-                f"fused = mode {mode} over {stage_name}"
+                f"{ranker_name} = mode {mode} over {stage_name}"
             )
             if options["no_results_index"]:
                 return
@@ -189,7 +199,7 @@ def _setup(options: dict[str, Any], conn: Any, first_stage: str | None) -> Any:
                 f"run {run_id}: {indexed} per-query results in index {options['results_index']}"
             )
 
-        return engine_factory, {"overrides": {"fused": fused}, "fused_first_stage": stage_name}, after
+        return engine_factory, {"overrides": {ranker_name: fused}, "fused_first_stage": stage_name}, after
 
     return setup
 

@@ -32,6 +32,8 @@ COMPOSE_SIDECAR = "http://sidecar:8080"  # the sidecar service of docker/docker-
 
 def bodies() -> dict[str, Any]:
     """Every body by file name."""
+    from es_plugin_bridge.elastic.hybrid import example_bodies as hybrid_examples
+
     tokens = Preprocessor().tokens(EXAMPLE_QUERY)
     vector = [round(DIMENSION**-0.5, 6)] * DIMENSION  # a unit vector (cosine needs a non-zero one)
     terms = {t: 0.5 for t in tokens}
@@ -51,6 +53,7 @@ def bodies() -> dict[str, Any]:
             window=window), "size": 10},
         "search-vectors-basic.json": {"query": queries.first_stage_query("bm25", tokens), "size": 10,
                                       "rescore": queries.rescore(rest, window, 0.042)},
+        "search-hybrid.json": hybrid_examples("bm25", tokens, vector, terms, EXAMPLE_BETA, window),
     }
 
 
