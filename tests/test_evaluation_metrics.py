@@ -190,7 +190,7 @@ def test_aggregate_of_no_query_one_query_and_several():
 
 def test_per_query_of_no_query_and_repeated_ids():
     assert per_query([], RERANK_MEASURES) == {}
-    with pytest.raises(ValueError, match="unique"):
+    with pytest.raises(ValueError, match="^query ids must be unique$"):
         per_query([Judged("q", ["a"], frozenset()), Judged("q", ["b"], frozenset())], RERANK_MEASURES)
 
 
@@ -210,3 +210,17 @@ def test_an_evaluation_whose_every_query_was_dropped_is_an_error_not_a_figure(de
         evaluate_rerank(empty, ["given"], tokens, drop_no_relevant=True, show_progress=False)
     kept = evaluate_rerank(empty, ["given"], tokens, show_progress=False)  # without dropping: AP = 0 each
     assert kept.as_json()["rankers"]["given"] == dict.fromkeys(RERANK_MEASURES, 0.0)
+
+
+def test_a_query_without_any_judgement_counts_zero_not_whatever_the_backend_says():
+    # pytrec_eval reports nothing for a query without qrels; the module's own default (0) is what counts.
+    values = per_query([Judged("unjudged", ["a"], frozenset(), judged=frozenset()),
+                        Judged("empty", [], frozenset())], {**RERANK_MEASURES, **RETRIEVAL_MEASURES})
+    assert values == {"unjudged": dict.fromkeys({**RERANK_MEASURES, **RETRIEVAL_MEASURES}, 0.0),
+                      "empty": dict.fromkeys({**RERANK_MEASURES, **RETRIEVAL_MEASURES}, 0.0)}
+
+
+def test_a_relevant_id_outside_the_judged_set_is_still_judged_relevant():
+    values = per_query([Judged("q", ["a", "b"], frozenset({"b", "x"}), judged=frozenset({"a", "b"}))],
+                       RERANK_MEASURES)
+    assert values["q"]["map"] == pytest.approx(0.25)  # b at rank 2 (precision 1/2), x never: (0.5 + 0) / 2

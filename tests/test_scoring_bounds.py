@@ -128,3 +128,29 @@ def test_degenerate_bounds_still_give_relevance_scores_in_the_unit_interval(boun
     assert got.shape == scores.shape and np.isfinite(got).all()
     np.testing.assert_array_equal(got, [0.5, 0.5, 0.5, 0.5])
     assert to_unit(np.array([]), bounds).shape == (0,)
+
+
+def test_minmax_always_answers_float64_of_the_input_shape():
+    for scores in (np.array([], dtype=np.int64), np.array([4], dtype=np.int32), np.array([2, 2]),
+                   np.array([1.0, 3.0], dtype=np.float32)):
+        got = minmax(scores)
+        assert got.dtype == np.float64 and got.shape == scores.shape, scores
+    # float32 input is scaled in double: 1/3 is not float32's 0.33333334.
+    assert minmax(np.array([0.0, 1.0, 3.0], dtype=np.float32))[1] == 1 / 3
+
+
+def test_minmax_of_an_overflowing_range_keeps_the_middle_where_it_is():
+    np.testing.assert_array_equal(minmax(np.array([1e308, -1e308, 5e307, -5e307])), [1.0, 0.0, 0.75, 0.25])
+
+
+def test_platt_and_to_unit_compute_in_double_whatever_the_input():
+    p = apply_platt(np.array([1e-4, 2e-4], dtype=np.float32), (1.0, 0.0))
+    assert p.dtype == np.float64 and p[1] - p[0] == pytest.approx(float(np.float32(1e-4)) / 4, rel=1e-3)
+    u = to_unit(np.array([0.1, 0.2], dtype=np.float32), (0.0, 3.0))
+    assert u.dtype == np.float64 and u[0] == float(np.float32(0.1)) / 3
+
+
+def test_combination_range_of_arbitrary_component_ranges():
+    ranges = {"a": (-2.0, 3.0), "b": (0.5, 4.0)}
+    assert combination_range({"a": 2.0, "b": 1.0}, ranges) == (-4.0 + 0.5, 6.0 + 4.0)
+    assert combination_range({"a": -1.0, "b": -0.5}, ranges) == (-3.0 - 2.0, 2.0 - 0.25)

@@ -70,13 +70,50 @@ Text = Annotated[Annotated[str, WithJsonSchema({"type": "string", **NOT_BLANK})]
                  AfterValidator(_check_text)]
 
 
+class RerankDocumentIn(DocumentIn):
+    """A rerank candidate as parts: as :class:`DocumentIn`, but a blank or over-long title or body is
+    not refused here; the document gets the lowest score (:func:`unscored_reason`)."""
+
+    title: str = Field(description="blank, or over 100,000 characters: the lowest score")
+    body: str = ""
+
+    @field_validator("title")
+    @classmethod
+    def _title_not_blank(cls, value: str) -> str:  # overrides DocumentIn's: blank is scored lowest
+        return value
+
+
+#: A rerank candidate. An engine needs one score per document, so ``null``, a blank (empty or
+#: whitespace-only) or an over-long text is answered with the lowest score, not a 400 for the whole
+#: window (issue 14); a value of another JSON type (a number, a list) is still a 400: a client bug.
+RerankText = str | RerankDocumentIn | None
+
+#: Why a rerank candidate is not scored (the ``reason`` of /metrics and of ``explain.unscored``).
+UNSCORED_REASONS = ("null", "blank", "too_long")
+
+
+def unscored_reason(item: str | DocumentIn | None) -> str | None:
+    """Why ``item`` gets the lowest score without being scored, or None when it is scored."""
+    if item is None:
+        return "null"
+    texts = [item] if isinstance(item, str) else [item.title, item.body]
+    if any(len(text) > MAX_TEXT_CHARS for text in texts):
+        return "too_long"
+    if not any(text.strip() for text in texts):
+        return "blank"
+    return None
+
+
 class RerankRequest(BaseModel):
     """``POST /v1/rerank``."""
 
     model_config = ConfigDict(extra="forbid")
 
     query: Text
-    documents: list[Text] = Field(min_length=1)
+    documents: list[RerankText] = Field(
+        min_length=1, description="the candidates: a string (title, optionally followed by its HTML body) "
+                                  "or {id, title, body}; one that is null, blank or over 100,000 characters "
+                                  "is not scored and gets the lowest score (0.0)")
     # strict: "3" or true where a number belongs is a client bug to report, not to guess at
     top_n: Annotated[int, Strict()] | None = Field(default=None, ge=1)
     return_documents: Annotated[bool, Strict()] = False
@@ -128,11 +165,16 @@ class EmbedRequest(BaseModel):
 class RerankResult(BaseModel):
     index: int = Field(description="position of the document in the request")
     relevance_score: float = Field(
-        ge=0.0, description="P(relevant) in [0, 1]; with score=linear the linear fused score, >= 0"
+        ge=0.0, description="P(relevant) in [0, 1]; with score=linear the linear fused score, >= 0. "
+                            "Written with at most 12 significant digits (at most 18 characters, the "
+                            "longest float OpenSearch's ml-commons reads as a Double); the order of the "
+                            "results comes from the unrounded scores. An unscored document gets 0.0, "
+                            "the lowest value of either scale."
     )
     document: dict[str, Any] | None = None
-    explain: dict[str, float | bool] | None = Field(
-        default=None, description="score components; `cached`: the document's encoding came from the cache")
+    explain: dict[str, float | bool | str] | None = Field(
+        default=None, description="score components; `cached`: the document's encoding came from the cache; "
+                                  "`unscored`: why the document got the lowest score (null, blank, too_long)")
 
 
 class RerankResponse(BaseModel):
@@ -164,8 +206,8 @@ def first_error(exc: ValidationError) -> tuple[str, str]:
     from the location so the path names the request's own fields.
     """
     errors = exc.errors()
-    mismatch = {"string_type", "model_type", "model_attributes_type", "dict_type"}
+    mismatch = {"string_type", "model_type", "model_attributes_type", "dict_type", "none_required"}
     err = next((e for e in errors if e["type"] not in mismatch), errors[0])
-    parts = [str(p) for p in err["loc"] if p not in ("str", "DocumentIn")]
+    parts = [str(p) for p in err["loc"] if p not in ("str", "DocumentIn", "RerankDocumentIn", "none")]
     message = err["msg"].removeprefix("Value error, ")
     return ".".join(parts) or "(body)", message

@@ -18,6 +18,7 @@ from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.serving.cache import Encoding, EncodingCache, encoding_key, raw_key
 from es_plugin_bridge.serving.model_dir import COMPONENTS, BagOfWords, ModelDirectory
+from es_plugin_bridge.serving.jsonbody import connector_float
 from es_plugin_bridge.serving.relevance import (
     LINEAR_COMPONENTS,
     combination_range,
@@ -35,6 +36,7 @@ from es_plugin_bridge.serving.schemas import (
     RerankResponse,
     to_question,
 )
+    unscored_reason,
 
 #: Candidate encodings kept (a vector and a bag of words each: about 2 KB for the demo model).
 DEFAULT_CACHE_SIZE = 20_000
@@ -183,6 +185,20 @@ class Service:
         return parts, cached[1:]
 
     def rerank(self, req: RerankRequest, params: RerankParams | None = None) -> RerankResponse:
+    @staticmethod
+    def _explain(parts: dict[str, np.ndarray], j: int, cached: list[bool], linear: bool, raw: float,
+                 first_stage: Sequence[float] | None,
+                 normalised: np.ndarray | None) -> dict[str, float | bool | str]:
+        """The ``explain`` of the ``j``-th scored document: its components, unrounded."""
+        explain: dict[str, float | bool | str] = {name: float(parts[name][j]) for name in COMPONENTS}
+        explain["cached"] = cached[j]
+        if linear:
+            explain["linear"] = float(raw)
+        if first_stage is not None and normalised is not None:
+            explain.update(first_stage=float(first_stage[j]), fused=float(parts["fused"][j]),
+                           first_stage_normalised=float(normalised[j]))
+        return explain
+
         """:meth:`rerank_json` as a validated :class:`RerankResponse`."""
         return RerankResponse.model_validate(self.rerank_json(req, params))
 
@@ -209,32 +225,39 @@ class Service:
             stage: str | None = self._fusion_stage(first_stage)
         else:
             stage = self._stage(req, first_stage)
-        parts, cached = self._parts(_question(req.query), [_question(d) for d in req.documents],
-                                    scores_in, stage)
-        if linear:
-            assert stage is not None
-            raw = relevance = self._linear(parts, stage)
-        else:
-            raw = parts["fused"] if stage is not None else parts["model"]
-            relevance = self.relevance(stage or "model", raw)
-        # Sorted by the raw score: a saturated probability (0 or 1) must not reorder documents.
+        # A null, blank or over-long document is not scored: it gets the lowest score (0.0 on either
+        # scale) and comes last, and the others are scored as if it were not in the window.
+        reasons = [unscored_reason(d) for d in req.documents]
+        scored = [i for i, reason in enumerate(reasons) if reason is None]
+        raw = np.full(len(reasons), -np.inf)
+        relevance = np.zeros(len(reasons))
+        parts: dict[str, np.ndarray] = {}
+        cached: list[bool] = []
+        fs_scored = [scores_in[i] for i in scored] if scores_in is not None else None
+        if scored:
+            docs = [_question(req.documents[i]) for i in scored]  # type: ignore[arg-type]  # not null
+            parts, cached = self._parts(_question(req.query), docs, fs_scored, stage)
+            if linear:
+                assert stage is not None
+                raw[scored] = relevance[scored] = self._linear(parts, stage)
+            else:
+                raw[scored] = parts["fused"] if stage is not None else parts["model"]
+                relevance[scored] = self.relevance(stage or "model", raw[scored])
+        # Sorted by the raw score: neither a saturated probability (0 or 1) nor the 12 digits written
+        # (connector_float) may reorder documents.
         order = np.argsort(-raw, kind="stable")[: req.top_n]
-        normalised = minmax(np.asarray(scores_in)) if req.explain and scores_in is not None else None
+        normalised = minmax(np.asarray(fs_scored)) if req.explain and fs_scored else None
+        at = {i: j for j, i in enumerate(scored)}  # request position -> position among the scored
         results: list[dict[str, Any]] = []
         for i, score in zip(order.tolist(), relevance[order].tolist(), strict=True):
-            result: dict[str, Any] = {"index": i, "relevance_score": score}
+            result: dict[str, Any] = {"index": i, "relevance_score": connector_float(score)}
             if req.return_documents:
                 doc = req.documents[i]
                 result["document"] = doc.model_dump() if isinstance(doc, DocumentIn) else {"text": doc}
-            if req.explain:
-                explain: dict[str, float | bool] = {name: float(parts[name][i]) for name in COMPONENTS}
-                explain["cached"] = cached[i]
-                if linear:
-                    explain["linear"] = float(raw[i])
-                if scores_in is not None and normalised is not None:
-                    explain.update(first_stage=float(scores_in[i]), fused=float(parts["fused"][i]),
-                                   first_stage_normalised=float(normalised[i]))
-                result["explain"] = explain
+            if req.explain and i in at:
+                result["explain"] = self._explain(parts, at[i], cached, linear, raw[i], fs_scored, normalised)
+            elif req.explain:
+                result["explain"] = {"unscored": reasons[i], "cached": False}
             results.append(result)
         return {"results": results, "model": self.name}
 
