@@ -16,6 +16,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	if [ -f .ci/lucene.sh ]; then bash .ci/lucene.sh; fi
+	if [ -f .ci/jsonpath.sh ]; then bash .ci/jsonpath.sh; fi
 	$(BIN)/ruff check .
 	$(BIN)/pytest -q -rs
 

@@ -18,6 +18,7 @@ import shlex
 import shutil
 import socket
 import subprocess
+import sys
 import urllib.request
 import uuid
 from pathlib import Path
@@ -190,6 +191,38 @@ def test_setup_script_runs_real_cli_commands():
         for word in words:
             if word.startswith("--"):
                 assert word in options, f"esrerank {' '.join(argv[:2])} has no option {word}"
+
+
+def test_a_missing_model_directory_stops_the_sidecar_in_one_line(compose, exported, tmp_path):
+    """The sidecar's compose entry point (docker/check_model.py) runs before ``esrerank serve``: an
+    empty /model (what Docker mounts for a missing host path) exits 1 with one line naming the host
+    path and the command that creates it; setup waits for a healthy sidecar, so the stack stops."""
+    sidecar = compose["services"]["sidecar"]
+    entry = sidecar["entrypoint"]
+    assert entry[:4] == ["python", "/checks/check_model.py", "/model", "--"]
+    assert entry[4:8] == ["esrerank", "serve", "/model", "--host"]  # the image's own ENTRYPOINT after it
+    assert "./check_model.py:/checks/check_model.py:ro" in sidecar["volumes"]
+    host = _resolve(sidecar["environment"]["ESRERANK_MODEL_DIR_ON_HOST"])
+    assert host == "../runs/demo/model-onnx"
+    assert {"setup", "opensearch-setup"} <= {name for name, s in compose["services"].items()
+                                             if s.get("depends_on", {}).get("sidecar", {}).get("condition")
+                                             == "service_healthy"}
+    script = str(DOCKER / "check_model.py")
+    empty = tmp_path / "model"
+    empty.mkdir()
+    env = {**os.environ, "ESRERANK_MODEL_DIR_ON_HOST": host}
+    run = subprocess.run([sys.executable, script, str(empty), "--", "true"], capture_output=True, text=True,
+                         env=env, timeout=60)
+    assert run.returncode == 1 and run.stdout == ""
+    assert run.stderr.count("\n") == 1 and run.stderr.startswith("error: ")
+    assert host in run.stderr and "make demo" in run.stderr and "esrerank export-onnx" in run.stderr
+    absolute = subprocess.run([sys.executable, script, str(tmp_path / "absent"), "--", "true"],
+                              capture_output=True, text=True, timeout=60,
+                              env={**os.environ, "ESRERANK_MODEL_DIR_ON_HOST": str(tmp_path / "absent")})
+    assert absolute.returncode == 1 and f"{tmp_path / 'absent'}," in absolute.stderr
+    model = subprocess.run([sys.executable, script, str(exported["bow-cnn"]), "--", sys.executable, "-c",
+                            "print('served')"], capture_output=True, text=True, env=env, timeout=60)
+    assert model.returncode == 0 and model.stdout == "served\n"  # the command runs in its place
 
 
 # ---- with Docker --------------------------------------------------------------------------------

@@ -48,6 +48,7 @@ from es_template import (  # noqa: E402
     parse_text_embeddings,
     validating_replace,
 )
+from test_es_findings import recorder  # noqa: E402,F401  (fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 VAL = ROOT / "es_plugin_bridge" / "samples" / "askubuntu-pairs" / "val.tsv"
@@ -298,3 +299,39 @@ def test_a_copy_keeps_their_analysis_beside_the_products():
     text = body["mappings"]["properties"][mappings.TEXT_FIELD]
     assert text["analyzer"] == "forum_folding"
     assert {f["analyzer"] for f in text["fields"].values()} == {"forum_folding"}
+
+
+# --- Elasticsearch embeds the query ----------------------------------------------------------------------
+
+
+def test_hybrid_rrf_lets_elasticsearch_embed_the_query(recorder):  # noqa: F811 (the imported fixture)
+    """With the index's ``text_embedding`` endpoint, ``rrf`` + HNSW ``knn`` + ``query_vector_builder``:
+    one search, no sidecar call from the client; the query text is template-safe (Elasticsearch sends it
+    through the endpoint's request template)."""
+    from test_es_findings import es_client
+
+    from es_plugin_bridge.elastic.first_stage import ElasticsearchFirstStage
+    from es_plugin_bridge.elastic.hybrid import HybridRrfMode
+
+    rec, url = recorder
+    rec.answers[("POST", "/forum/_search")] = {"hits": {"hits": [{"_id": "a", "_score": 0.03}]}}
+
+    class NoSidecar:
+        def embed(self, questions: list[Question]) -> list[dict[str, Any]]:
+            raise AssertionError("the client must not embed the query")
+
+    stage = ElasticsearchFirstStage(es_client(url), "forum", "bm25", lambda q: ["echo", "home"])
+    mode = HybridRrfMode(stage, {}, 20, NoSidecar(), "cosine", "hnsw", in_elasticsearch=True,
+                         embed_endpoint="esrerank-forum-embed")
+    result = mode.search(Question("q", "echo ${HOME}", ""), 5)
+    assert result.hits == [("a", 0.03)]
+    (search,) = [r for r in rec.requests if r["path"] == "/forum/_search"]
+    retriever = json.loads(search["body"])["retriever"]
+    conforms(retriever["rrf"], "RRFRetriever")
+    knn = retriever["rrf"]["retrievers"][1]["knn"]
+    conforms(knn, "KnnRetriever")
+    conforms(knn["query_vector_builder"], "QueryVectorBuilder")
+    conforms(knn["query_vector_builder"]["text_embedding"], "TextEmbedding")
+    assert "query_vector" not in knn
+    assert knn["query_vector_builder"]["text_embedding"] == {"model_id": "esrerank-forum-embed",
+                                                             "model_text": "echo &#36;{HOME}"}

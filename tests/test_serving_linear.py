@@ -16,6 +16,7 @@ import pytest
 from es_plugin_bridge.data.spec import read_spec
 from es_plugin_bridge.serving import ModelDirectory
 from es_plugin_bridge.serving.app import create_app
+from es_plugin_bridge.serving.jsonbody import connector_float
 from es_plugin_bridge.serving.relevance import component_ranges, linear_shift
 from es_plugin_bridge.training.fusion import minmax
 
@@ -57,8 +58,9 @@ def test_linear_score_plus_minmaxed_first_stage_is_fused_plus_a_constant(model_t
         assert sorted(r["index"] for r in results) == list(range(len(rq.candidates)))  # one per document
         got = np.zeros(len(rq.candidates))
         for r in results:
-            got[r["index"]] = r["relevance_score"]
-            assert r["explain"]["linear"] == r["relevance_score"]
+            got[r["index"]] = r["explain"]["linear"]
+            # Written with 12 significant digits (issue 20: OpenSearch's json-smart); explain keeps all.
+            assert r["relevance_score"] == connector_float(r["explain"]["linear"])
         assert (got >= 0).all()
         scores = [r["relevance_score"] for r in results]
         assert scores == sorted(scores, reverse=True)  # best first

@@ -59,7 +59,7 @@ from es_plugin_bridge.elastic import queries
 from es_plugin_bridge.elastic.connection import call
 from es_plugin_bridge.elastic.embedding import EmbedError, SidecarEmbedder
 from es_plugin_bridge.elastic.first_stage import ElasticsearchFirstStage
-from es_plugin_bridge.elastic.mappings import VECTOR_FIELD
+from es_plugin_bridge.elastic.mappings import VECTOR_FIELD, rerank_text
 from es_plugin_bridge.elastic.modes import ModeResult, _Mode
 from es_plugin_bridge.errors import UserError
 
@@ -119,14 +119,18 @@ def knn_search(
     *,
     only: Collection[str] | None = None,
     exclude: Collection[str] | None = None,
+    vector_builder: Body | None = None,
 ) -> Body:
-    """Approximate (HNSW) nearest neighbours: a ``knn`` section (``KnnSearch``, or a ``KnnRetriever``)."""
-    body: Body = {
-        "field": VECTOR_FIELD,
-        "query_vector": [float(x) for x in vector],
-        "k": window,
-        "num_candidates": num_candidates(window),
-    }
+    """Approximate (HNSW) nearest neighbours: a ``knn`` section (``KnnSearch``, or a ``KnnRetriever``).
+
+    ``vector_builder``: a ``query_vector_builder`` (``QueryVectorBuilder``) instead of ``vector``, so
+    Elasticsearch embeds the query itself through the index's ``text_embedding`` endpoint."""
+    body: Body = {"field": VECTOR_FIELD}
+    if vector_builder is not None:
+        body["query_vector_builder"] = vector_builder
+    else:
+        body["query_vector"] = [float(x) for x in vector]
+    body.update({"k": window, "num_candidates": num_candidates(window)})
     filters, must_not = _id_clauses(only, exclude)
     if filters or must_not:
         body["filter"] = Q.Bool(filter=filters, must_not=must_not).to_dict()
@@ -250,11 +254,14 @@ def rrf_retriever(
     rank_constant: int = RANK_CONSTANT,
     only: Collection[str] | None = None,
     exclude: Collection[str] | None = None,
+    vector_builder: Body | None = None,
 ) -> Body:
-    """Mode hybrid-rrf in one call: ``rrf`` over the first stage and the vectors (enterprise/trial)."""
+    """Mode hybrid-rrf in one call: ``rrf`` over the first stage and the vectors (enterprise/trial);
+    with ``vector_builder`` (HNSW only) Elasticsearch embeds the query, and no client call is made."""
     first = queries.first_stage_query(similarity, tokens, only=only, exclude=exclude)
     if knn == "hnsw":
-        dense: Body = {"knn": knn_search(vector, window, only=only, exclude=exclude)}
+        dense: Body = {"knn": knn_search(vector, window, only=only, exclude=exclude,
+                                         vector_builder=vector_builder)}
     else:
         exact = exact_dense_query(vector, neural_similarity, only=only, exclude=exclude)
         dense = {"standard": {"query": exact}}
@@ -458,10 +465,12 @@ class HybridRrfMode(_WindowsMode):
         *,
         in_elasticsearch: bool = False,
         rank_constant: int = RANK_CONSTANT,
+        embed_endpoint: str | None = None,
     ) -> None:
         super().__init__(stage, beta, window, embedder, neural_similarity, knn)
         self.in_elasticsearch = in_elasticsearch
         self.rank_constant = rank_constant
+        self.embed_endpoint = embed_endpoint
 
     def search(
         self,
@@ -473,8 +482,21 @@ class HybridRrfMode(_WindowsMode):
     ) -> ModeResult:
         window = max(k, self.window)
         timings: dict[str, float] = {}
+        tokens = self.stage.tokens(query)
+        if self.in_elasticsearch and self.knn == "hnsw" and self.embed_endpoint and tokens:
+            # Elasticsearch embeds the query through the index's text_embedding endpoint (the text goes
+            # through the endpoint's template: rerank_text writes ${ as &#36;{)
+            builder = {"text_embedding": {"model_id": self.embed_endpoint, "model_text": rerank_text(query)}}
+            retriever = rrf_retriever(
+                similarity=self.stage.similarity, tokens=tokens, vector=[],
+                neural_similarity=self.neural_similarity, knn=self.knn, window=window,
+                rank_constant=self.rank_constant, only=only, exclude=exclude, vector_builder=builder,
+            )
+            answer, timings["search"] = self._search(k, retriever=retriever, preference=self.preference)
+            hits = [(h["_id"], float(h["_score"])) for h in answer["hits"]["hits"]]
+            return ModeResult(hits, True, timings_ms=timings, request={"retriever": retriever})
         embedding = self._embed(query, timings)
-        vector, tokens = embedding["vector"], self.stage.tokens(query)
+        vector = embedding["vector"]
         if self.in_elasticsearch and tokens and self._searchable(vector):
             retriever = rrf_retriever(
                 similarity=self.stage.similarity, tokens=tokens, vector=vector,
@@ -528,5 +550,6 @@ def make_hybrid_mode(
         return HybridMode(stage, beta, window, embedder, meta.neural_similarity, knn)
     if mode == "hybrid-rrf":
         return HybridRrfMode(stage, {}, window, embedder, meta.neural_similarity, knn,
-                             in_elasticsearch=rrf_in_elasticsearch(cluster))
+                             in_elasticsearch=rrf_in_elasticsearch(cluster),
+                             embed_endpoint=(getattr(meta, "embedding", None) or {}).get("text_embedding"))
     raise UserError(f"unknown mode {mode!r} (choose from {', '.join(HYBRID_MODES)})")

@@ -11,63 +11,35 @@ Lucene's document numbers are the positions of the documents given.
 
 from __future__ import annotations
 
-import glob
-import os
 from collections.abc import Sequence
 from typing import Any
 
+from es_plugin_bridge import jvm
 from es_plugin_bridge.engines.similarities import Similarity, make_similarity
+from es_plugin_bridge.jvm import LUCENE
 
-JAR_DIR_ENV = "LUCENE_JAR_DIR"
-DEFAULT_JAR_DIR = "/usr/share/java"
 FIELD = "body"
 _MAX_TERM_BYTES = 32766  # Lucene's IndexWriter.MAX_TERM_LENGTH
 _MAX_TOKEN_CHARS = 1024 * 1024  # CharTokenizer's limit; longer tokens would be split silently
-_JARS = ("lucene-core", "lucene-analyzers-common")
 
 
 def lucene_jars() -> list[str]:
     """The jar files needed, from ``$LUCENE_JAR_DIR`` or /usr/share/java; [] if any is missing."""
-    jar_dir = os.environ.get(JAR_DIR_ENV, DEFAULT_JAR_DIR)
-    found = []
-    for name in _JARS:
-        matches = sorted(
-            glob.glob(os.path.join(jar_dir, f"{name}-8*.jar"))
-            or glob.glob(os.path.join(jar_dir, f"{name}.jar"))
-        )
-        if not matches:
-            return []
-        found.append(matches[-1])
-    return found
+    return LUCENE.paths()
 
 
 def unavailable_reason() -> str | None:
     """Why real Lucene cannot run here (None when it can): no jpype, no jars, or no JVM."""
-    try:
-        import jpype
-    except ImportError:
-        return "jpype1 is not installed (pip install jpype1)"
-    if not lucene_jars():
-        jar_dir = os.environ.get(JAR_DIR_ENV, DEFAULT_JAR_DIR)
-        return f"Lucene 8 jars not found in {jar_dir} (apt-get install liblucene8-java, or set {JAR_DIR_ENV})"
-    if not jpype.isJVMStarted():
-        try:
-            jpype.getDefaultJVMPath()
-        except Exception as exc:  # jpype raises its own JVMNotFoundException
-            return f"no Java virtual machine found ({exc})"
-    return None
+    return LUCENE.missing_reason()
 
 
 def start_jvm() -> None:
-    """Start the JVM with Lucene on its class path (once per process, as jpype allows)."""
-    import jpype
-
-    if jpype.isJVMStarted():
-        return
+    """Start the JVM with Lucene on its class path (once per process, as jpype allows); the class
+    path also holds the other checks' jars (``es_plugin_bridge.jvm``), whichever test starts it."""
     reason = unavailable_reason()
     if reason:
         raise RuntimeError(reason)
-    jpype.startJVM(classpath=lucene_jars(), convertStrings=True)
+    jvm.start_jvm()
 
 
 def _j(name: str) -> Any:

@@ -23,7 +23,13 @@ from es_plugin_bridge.serving.jsonbody import BodyError, parse_body
 from es_plugin_bridge.serving.metrics import Metrics
 from es_plugin_bridge.serving.model_dir import ModelDirectory
 from es_plugin_bridge.serving.openapi import openapi_document
-from es_plugin_bridge.serving.schemas import EmbedRequest, RerankParams, RerankRequest, first_error
+from es_plugin_bridge.serving.schemas import (
+    EmbedRequest,
+    RerankParams,
+    RerankRequest,
+    first_error,
+    unscored_reason,
+)
 from es_plugin_bridge.serving.server import OPEN_PATHS, Limits
 from es_plugin_bridge.serving.service import DEFAULT_CACHE_SIZE, RequestError, Service
 
@@ -161,6 +167,8 @@ def create_app(
         req = _parse(RerankRequest)
         out = service.rerank_json(req, params)
         metrics.documents.labels("/v1/rerank").inc(len(req.documents))
+        for reason in filter(None, map(unscored_reason, req.documents)):
+            metrics.unscored.labels(reason).inc()
         return jsonify(out)
 
     @app.post("/v1/embed")

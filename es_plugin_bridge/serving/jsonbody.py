@@ -4,6 +4,9 @@ Python's parser accepts duplicate keys (the last wins, so ``{"top_n": 1, "top_n"
 the last one says, silently), ``NaN``/``Infinity`` (not JSON), lone UTF-16 surrogates (``"\\ud800"``,
 which no text pipeline or encoder can take: they cannot even be encoded as UTF-8), and nesting
 until it raises RecursionError. Each is a 400 naming the place here, before validation.
+
+The way out has its own rule: :func:`connector_float` writes every number a connector reads in at
+most 18 characters, the longest float literal OpenSearch's ml-commons reads as a number it can use.
 """
 
 from __future__ import annotations
@@ -95,3 +98,22 @@ def parse_body(data: bytes) -> Any:
         raise BodyError(f"the body is not valid JSON ({exc})") from None
     _check(value, strings=_may_hold_surrogates(data))
     return value
+
+
+#: json-smart in permissive mode, the parser ml-commons' ``JsonPath.read`` uses, turns a float literal
+#: of more than 18 characters into a ``BigDecimal`` (``JSONParserBase.extractFloat``), which
+#: ml-commons' ``(Double)`` casts refuse. 12 significant digits keep every finite double ≥ 0 within 18
+#: (``1.23456789012e-300``, ``1234567890120000.0``); 11 for a negative one leave room for its sign.
+CONNECTOR_MAX_CHARS = 18
+
+
+def connector_float(value: float) -> float:
+    """``value`` rounded so that its JSON text (Python's shortest repr) is at most 18 characters.
+
+    For every float a connector reads (rerank scores; embeddings too, where an engine parses them
+    with json-smart). 12 significant digits (11 below zero) leave a float32 unchanged unless the value
+    lies within 1e-12 of a float32 rounding tie; the order of results must still come from the
+    unrounded values. The one exception: Python writes a negative value rounded into (−1e16, −1e15]
+    with 16 digits before the point (19 characters); no score or unit-vector component is there.
+    """
+    return float(f"{value:.{12 if value >= 0 else 11}g}")

@@ -39,5 +39,8 @@ class Metrics:
                                  buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
         self.documents = Counter("esrerank_documents_scored", "Documents or texts encoded",
                                  ["endpoint"], registry=self.registry)
+        self.unscored = Counter("esrerank_documents_unscored",
+                                "Rerank documents not scored (lowest score), by reason (null, blank, "
+                                "too_long)", ["reason"], registry=self.registry)
         Info("esrerank_model", "The served model", registry=self.registry).info(
             {"name": model_name, "type": model_type})

@@ -24,7 +24,13 @@ LINEAR_DESCRIPTION = (
     "with weight 1 and no normalizer): relevance_score is Σ β_c·(x_c − low_c) over the bow and "
     "neural similarities (low_c: −1 for cosine and learned-weight BOW, 0 for Manhattan and IDF BOW), "
     "≥ 0, so Elasticsearch's β_first_stage·minmax(first stage) + score + 1 is the model's fused score "
-    "plus one constant and orders documents exactly as the fused score. It refuses first_stage_scores."
+    "plus one constant and orders documents exactly as the fused score. It refuses first_stage_scores. "
+    "A document that is null, blank (empty or whitespace only) or over 100,000 characters is not scored: "
+    "it gets relevance_score 0.0 (the lowest of either scale), comes after every scored document, "
+    "`explain.unscored` names why and /metrics counts it (esrerank_documents_unscored_total by reason); "
+    "the others are scored as if it were not there. A document of another JSON type is a 400. "
+    "relevance_score has at most 12 significant digits (at most 18 characters: the longest float literal "
+    "OpenSearch's ml-commons reads as a Double); the order comes from the unrounded scores."
 )
 
 

@@ -17,8 +17,8 @@ from es_plugin_bridge.data.readers._common import split_title_body
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.serving.cache import Encoding, EncodingCache, encoding_key, raw_key
-from es_plugin_bridge.serving.model_dir import COMPONENTS, BagOfWords, ModelDirectory
 from es_plugin_bridge.serving.jsonbody import connector_float
+from es_plugin_bridge.serving.model_dir import COMPONENTS, BagOfWords, ModelDirectory
 from es_plugin_bridge.serving.relevance import (
     LINEAR_COMPONENTS,
     combination_range,
@@ -35,8 +35,8 @@ from es_plugin_bridge.serving.schemas import (
     RerankRequest,
     RerankResponse,
     to_question,
-)
     unscored_reason,
+)
 
 #: Candidate encodings kept (a vector and a bag of words each: about 2 KB for the demo model).
 DEFAULT_CACHE_SIZE = 20_000
@@ -184,7 +184,6 @@ class Service:
         parts = self.model.scores(vectors[0], bags[0], vectors[1:], bags[1:], first_stage_scores, stage)
         return parts, cached[1:]
 
-    def rerank(self, req: RerankRequest, params: RerankParams | None = None) -> RerankResponse:
     @staticmethod
     def _explain(parts: dict[str, np.ndarray], j: int, cached: list[bool], linear: bool, raw: float,
                  first_stage: Sequence[float] | None,
@@ -199,6 +198,7 @@ class Service:
                            first_stage_normalised=float(normalised[j]))
         return explain
 
+    def rerank(self, req: RerankRequest, params: RerankParams | None = None) -> RerankResponse:
         """:meth:`rerank_json` as a validated :class:`RerankResponse`."""
         return RerankResponse.model_validate(self.rerank_json(req, params))
 

@@ -3,11 +3,13 @@ this script — the same steps the README gives as curl commands:
 
   1. cluster-settings.json  PUT  _cluster/settings            (trust the sidecar's URL, allow a private IP)
   2. connector.json         POST _plugins/_ml/connectors/_create
-  3. model.json             POST _plugins/_ml/models/_register?deploy=true   (then wait for the task)
+  3. model.json             POST _plugins/_ml/models/_register?deploy=true   (then wait for the task,
+                            then for GET _plugins/_ml/models/<id> to say model_state DEPLOYED)
   4. search-pipeline.json   PUT  _search/pipeline/<name>        (a `rerank` response processor)
   5. optional: index.json + the questions of a SemEval file, and one query.json search
 
-Standard library only (the SemEval reader of es_plugin_bridge is imported only for --index-sample).
+Standard library only (es_plugin_bridge's SemEval reader and ``rerank_text`` are imported only for
+--index-sample).
 ``{{NAME}}`` placeholders are filled with JSON-escaped values; ``${...}`` is ml-commons' own syntax
 and is sent unchanged. Exit 2 with one line on any refusal.
 
@@ -32,6 +34,9 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 PIPELINE = "esrerank-rerank"
 INDEX = "esrerank-questions"
+#: The one field the rerank processor sends per hit (search-pipeline.json): title and HTML body, the
+#: same string Elasticsearch's native mode stores (es_plugin_bridge.elastic.mappings.rerank_text).
+RERANK_FIELD = "rerank_text"
 
 
 class Refused(Exception):
@@ -86,20 +91,59 @@ def configure(os_: OpenSearch, sidecar_url: str, token: str, *, deploy_timeout: 
     print(f"connector {connector['connector_id']}")
     registered = os_.call("POST", "/_plugins/_ml/models/_register?deploy=true",
                           render("model.json", CONNECTOR_ID=connector["connector_id"]))
-    task_id = registered["task_id"]
     deadline = time.monotonic() + deploy_timeout
-    while True:
-        task = os_.call("GET", f"/_plugins/_ml/tasks/{task_id}")
-        if task.get("state") == "COMPLETED":
-            break
-        if task.get("state") in ("FAILED", "COMPLETED_WITH_ERROR") or time.monotonic() > deadline:
-            raise Refused(f"model deployment task {task_id}: {task.get('state')} {task.get('error', '')}")
-        time.sleep(1.0)
-    model_id = task.get("model_id") or registered["model_id"]
+    model_id = wait_for_registration(os_, registered, deadline)
+    wait_for_deployment(os_, model_id, deadline)
     print(f"model {model_id} deployed")
     os_.call("PUT", f"/_search/pipeline/{PIPELINE}", render("search-pipeline.json", MODEL_ID=model_id))
     print(f"search pipeline {PIPELINE}")
     return model_id
+
+
+def wait_for_registration(os_: OpenSearch, registered: dict[str, Any], deadline: float,
+                          poll: float = 1.0) -> str:
+    """The model id once the register task is ``COMPLETED``.
+
+    That only means the model document is indexed (ml-commons' ``MLModelManager.indexRemoteModel``
+    completes the task, then starts the deployment): :func:`wait_for_deployment` waits for the rest.
+    """
+    task_id = registered.get("task_id")
+    if task_id is None:  # an answer with the model id and no task
+        return registered["model_id"]
+    while True:
+        task = os_.call("GET", f"/_plugins/_ml/tasks/{task_id}")
+        if task.get("state") == "COMPLETED":
+            return task.get("model_id") or registered["model_id"]
+        if task.get("state") in ("FAILED", "COMPLETED_WITH_ERROR"):
+            raise Refused(f"model registration task {task_id}: {task.get('state')} {task.get('error', '')}")
+        if time.monotonic() > deadline:
+            raise Refused(f"model registration task {task_id} still {task.get('state')} at the deadline")
+        time.sleep(poll)
+
+
+def wait_for_deployment(os_: OpenSearch, model_id: str, deadline: float, poll: float = 1.0) -> None:
+    """Return once ``GET _plugins/_ml/models/<id>`` says ``model_state: DEPLOYED``; Refused (one line)
+    when it says ``DEPLOY_FAILED`` or the deadline passes (the states of ml-commons' ``MLModelState``)."""
+    state = None
+    while True:
+        model = os_.call("GET", f"/_plugins/_ml/models/{model_id}")
+        state = model.get("model_state")
+        if state == "DEPLOYED":
+            return
+        if state == "DEPLOY_FAILED":
+            raise Refused(f"model {model_id} is DEPLOY_FAILED; OpenSearch's log says why (is the sidecar's "
+                          "URL trusted by cluster-settings.json and reachable from OpenSearch?)")
+        if time.monotonic() > deadline:
+            raise Refused(f"model {model_id} not deployed in time: model_state is {state}")
+        time.sleep(poll)
+
+
+def question_document(question: Any) -> dict[str, str]:
+    """The indexed document of a question: its parts, and the one rerank field holding both."""
+    from es_plugin_bridge.elastic.mappings import rerank_text
+
+    return {"id": question.id, "title": question.title, "body": question.body,
+            RERANK_FIELD: rerank_text(question)}
 
 
 def index_semeval(os_: OpenSearch, path: str) -> int:
@@ -114,7 +158,7 @@ def index_semeval(os_: OpenSearch, path: str) -> int:
     lines = []
     for q in questions.values():
         lines.append(json.dumps({"index": {"_index": INDEX, "_id": q.id}}))
-        lines.append(json.dumps({"id": q.id, "title": q.title, "body": q.body}))
+        lines.append(json.dumps(question_document(q)))
     answer = os_.call("POST", "/_bulk?refresh=true", ("\n".join(lines) + "\n").encode())
     if answer.get("errors"):
         failed = [i for i in answer["items"] if i["index"].get("error")]
