@@ -7,7 +7,9 @@ who read or apply them by hand (Kibana Dev Tools, curl). Model-dependent values 
 384-dimensional cosine model, β = {first_stage 0.3, bow 0.2, neural 0.5}, the sidecar at
 ``http://sidecar:8080`` (its service name in ``docker/docker-compose.yml``), the query
 "How do I upgrade to 12.04?".
-``esrerank es setup`` writes the real ones for a model into the cluster.
+``esrerank es setup`` writes the real ones for a model into the cluster. By hand, the order is: the
+endpoints (``PUT _inference/rerank|text_embedding|sparse_embedding/<id>``), the pipeline
+(``PUT _ingest/pipeline/<id>``), then the index.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ COMPOSE_SIDECAR = "http://sidecar:8080"  # the sidecar service of docker/docker-
 def bodies() -> dict[str, Any]:
     """Every body by file name."""
     from es_plugin_bridge.elastic.hybrid import example_bodies as hybrid_examples
+    from es_plugin_bridge.elastic.pipeline import embedding_endpoint, pipeline_body
 
     tokens = Preprocessor().tokens(EXAMPLE_QUERY)
     vector = [round(DIMENSION**-0.5, 6)] * DIMENSION  # a unit vector (cosine needs a non-zero one)
@@ -54,6 +57,14 @@ def bodies() -> dict[str, Any]:
         "search-vectors-basic.json": {"query": queries.first_stage_query("bm25", tokens), "size": 10,
                                       "rescore": queries.rescore(rest, window, 0.042)},
         "search-hybrid.json": hybrid_examples("bm25", tokens, vector, terms, EXAMPLE_BETA, window),
+        "inference-endpoint-embed.json": embedding_endpoint(COMPOSE_SIDECAR, None, "text_embedding"),
+        "inference-endpoint-bow.json": embedding_endpoint(COMPOSE_SIDECAR, None, "sparse_embedding"),
+        "ingest-pipeline.json": pipeline_body(
+            embed_id=inference_id(EXAMPLE_INDEX, "embed"), bow_id=inference_id(EXAMPLE_INDEX, "bow"),
+            neural_similarity="cosine"),
+        "questions-index-with-pipeline.json": index_body(
+            dimension=DIMENSION, neural_similarity="cosine",
+            default_pipeline=inference_id(EXAMPLE_INDEX, "ingest")),
     }
 
 
