@@ -25,7 +25,10 @@ The pipeline (``Pipeline``, ``ScriptProcessor``, ``InferenceProcessor`` of the s
    :func:`~es_plugin_bridge.elastic.mappings.rerank_text` does (``<`` in the title as ``&lt;``, a body
    not starting with a tag wrapped in ``<p>``, every ``${`` as ``&#36;{``): the inference processors
    send it through the endpoints' request templates, which refuse a leftover ``${…}``;
-2. ``inference`` → ``vector`` (text_embedding), then ``inference`` → ``bow`` (sparse_embedding);
+2. ``inference`` → ``vector`` (text_embedding), then ``inference`` → ``bow`` (sparse_embedding): an
+   inference endpoint's id as ``model_id`` with ``input_output``, as Elasticsearch's tutorial "Semantic
+   search with the inference API" does (its sparse output is a token → weight map, which ``bow``
+   takes as ``rank_features``; verified only where the cluster tests run);
 3. a script drops a zero vector under ``cosine`` (Elasticsearch refuses to index one) and an empty bag.
 """
 
