@@ -185,6 +185,14 @@ class RerankResponse(BaseModel):
 class Embedding(BaseModel):
     vector: list[float]
     terms: dict[str, float] = Field(description="weighted bag of words, L2-normalised (rank_features)")
+    bow_tokens: list[str] = Field(
+        default_factory=list,
+        description="the terms as index feature keys (dots percent-encoded), parallel to bow_weights: "
+                    "the token_path of an Elasticsearch sparse_embedding endpoint")
+    bow_weights: list[float] = Field(
+        default_factory=list,
+        description="|weight| of each bow_tokens entry (positive normal floats, as Lucene's FeatureField "
+                    "takes): the weight_path of an Elasticsearch sparse_embedding endpoint")
 
 
 class EmbedResponse(BaseModel):

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from es_plugin_bridge.core.calibration import apply_platt
+from es_plugin_bridge.core.features import bow_features
 from es_plugin_bridge.core.fusion import minmax
 from es_plugin_bridge.core.manifest import manifest_digest
 from es_plugin_bridge.data.readers._common import split_title_body
@@ -265,9 +266,10 @@ class Service:
         """The neural vector and weighted-BOW terms of each text, for storing in an index."""
         self._check_size("texts", len(req.texts))
         vectors, bags, _ = self.encode([_question(t) for t in req.texts])
-        embeddings = [
-            Embedding(vector=vec.astype(float).tolist(),
-                      terms=dict(zip(self.model.terms(ids), map(float, weights), strict=True)))
-            for vec, (ids, weights) in zip(vectors, bags, strict=True)
-        ]
+        embeddings = []
+        for vec, (ids, weights) in zip(vectors, bags, strict=True):
+            terms = dict(zip(self.model.terms(ids), map(float, weights), strict=True))
+            features = bow_features(terms)
+            embeddings.append(Embedding(vector=vec.astype(float).tolist(), terms=terms,
+                                        bow_tokens=list(features), bow_weights=list(features.values())))
         return EmbedResponse(embeddings=embeddings, model=self.name, dimension=self.model.dimension)
