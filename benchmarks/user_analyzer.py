@@ -39,7 +39,8 @@ directory of your own instead.
 
 Usage: ``python benchmarks/user_analyzer.py [--models minilm,bow-cnn | --model DIR] [--out FILE.json]``
 (3.3 minutes on 2 shared cores from a fresh clone, 40 s with the models cached).
-Needs real Lucene (``bash .ci/lucene.sh``); exits with a one-line error without it.
+Needs real Lucene 8 (Debian's liblucene8-java and jpype1, which the CI's jar script installs); exits with a
+one-line error without it.
 """
 
 from __future__ import annotations
@@ -443,8 +444,7 @@ def main() -> None:
 
     reason = lucene.unavailable_reason()
     if reason is not None:
-        sys.exit(f"user_analyzer: real Lucene is needed for the standard analyzer: {reason} "
-                 "(bash .ci/lucene.sh installs it)")
+        sys.exit(f"user_analyzer: real Lucene is needed for the standard analyzer: {reason}")
 
     from es_plugin_bridge.data.spec import read_spec
     from es_plugin_bridge.rankers import TokenCache, unique_questions
