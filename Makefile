@@ -15,8 +15,7 @@ demo: $(STAMP)
 	$(BIN)/esrerank demo
 
 test: $(STAMP)
-	if [ -f .ci/lucene.sh ]; then bash .ci/lucene.sh; fi
-	if [ -f .ci/jsonpath.sh ]; then bash .ci/jsonpath.sh; fi
+	bash .ci/java_jars.sh
 	$(BIN)/ruff check .
 	$(BIN)/pytest -q -rs
 
