@@ -8,9 +8,11 @@ tests need no model and no torch.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -217,8 +219,11 @@ def test_nothing_listening_is_unreachable(questions):
 
 
 def test_https_to_a_plain_http_sidecar_is_an_outage_not_a_crash(sidecar, questions):
-    with pytest.raises(SidecarUnavailable):
-        SidecarClient(sidecar.url.replace("http://", "https://")).rerank(questions[0], questions[1:3])
+    sidecar.answer("200 OK", best_last)  # over plain HTTP this sidecar would answer well
+    assert SidecarClient(sidecar.url).rerank(questions[0], questions[1:3]) == [(1, 2 / 3), (0, 1 / 3)]
+    with pytest.raises(SidecarUnavailable, match="timed out|unreachable|unreadable"):  # no TLS handshake
+        SidecarClient(sidecar.url.replace("http://", "https://"), timeout=0.5).rerank(questions[0],
+                                                                                      questions[1:3])
 
 
 @pytest.mark.parametrize(("url", "timeout", "message"), [
@@ -237,3 +242,33 @@ def test_the_smallest_timeout_and_the_url_parts_are_kept():
     client = SidecarClient("https://reranker.internal:8443/base/", token="t", timeout=1e-3)
     assert (client.url, client.timeout, client.token) == ("https://reranker.internal:8443/base", 1e-3, "t")
     assert SidecarClient("http://localhost").timeout == 2.0  # the documented default
+
+
+def test_a_sidecar_that_never_accepts_the_connection_times_out_at_the_deadline(questions):
+    """A full accept queue leaves the SYN unanswered: connecting itself must be bounded by the timeout
+    (the watchdog cannot shut down a socket that is not connected yet)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    address = listener.getsockname()
+    fillers = []
+    for _ in range(3):
+        filler = socket.socket()
+        filler.setblocking(False)
+        with contextlib.suppress(BlockingIOError):
+            filler.connect(address)
+        fillers.append(filler)
+    time.sleep(0.2)
+    unblock = threading.Timer(8.0, listener.close)  # a client that ignored its timeout fails, not hangs
+    unblock.start()
+    try:
+        client = SidecarClient(f"http://{address[0]}:{address[1]}", timeout=0.5)
+        start = time.monotonic()
+        with pytest.raises(SidecarUnavailable, match="timed out after 0.5 s"):
+            client.rerank(questions[0], questions[1:3])
+        assert time.monotonic() - start < 0.5 + 5.0  # slack for a loaded 2-core machine
+    finally:
+        unblock.cancel()
+        listener.close()
+        for filler in fillers:
+            filler.close()

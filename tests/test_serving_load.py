@@ -32,7 +32,7 @@ SAMPLES = Path(__file__).resolve().parents[1] / "es_plugin_bridge" / "samples"
 TITLES = SAMPLES / "askubuntu-pairs" / "train_titles.tsv"
 REQUESTS, CONCURRENCY = 2000, 16
 MAX_RSS_GROWTH_MB = 150
-REQUEST_TIMEOUT = 3.0
+REQUEST_TIMEOUT = 5.0  # long enough that a request queued behind the slow clients is plainly late
 
 
 def _free_port() -> int:
@@ -167,7 +167,9 @@ def test_slow_clients_do_not_stop_normal_requests(server, bodies):
             resp.read()
             conn.close()
             latencies.append(time.monotonic() - t0)
-        assert max(latencies) < 2.0, latencies  # answered while 110 slow clients hold connections
+        # Answered while 110 slow clients hold connections: a request queued behind them would wait for
+        # their drop (REQUEST_TIMEOUT); 2 s of that is slack for a loaded 2-core machine.
+        assert max(latencies) < REQUEST_TIMEOUT - 2.0, latencies
         thread.join(timeout=REQUEST_TIMEOUT + 8)  # every slow client is dropped once its request is late
         assert len(dropped) == 110, len(dropped)
         assert min(dropped) >= REQUEST_TIMEOUT - 0.5 and max(dropped) < REQUEST_TIMEOUT + 6, dropped
