@@ -48,7 +48,7 @@ class ElasticsearchFirstStage:
         self.fields = fields
 
     def _question(self, doc_id: str, source: Mapping[str, Any]) -> Question:
-        title, body = (_at(source, path) for path in self.fields)
+        title, body = (mappings.value_at(source, path) for path in self.fields)
         return Question(doc_id, "" if title is None else str(title), "" if body is None else str(body))
 
     def _keep(self, hits: list[dict[str, Any]]) -> Hits:
@@ -91,16 +91,6 @@ class ElasticsearchFirstStage:
             )
             question = self._questions[doc_id] = self._question(doc_id, answer.get("_source") or {})
         return question
-
-
-def _at(source: Mapping[str, Any], path: str) -> Any:
-    """The value at a dotted ``_source`` path (``question.title``), or None."""
-    node: Any = source
-    for part in path.split("."):
-        if not isinstance(node, Mapping):
-            return None
-        node = node.get(part)
-    return node
 
 
 class ElasticsearchEngine:

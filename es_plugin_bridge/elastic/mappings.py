@@ -195,6 +195,17 @@ def rerank_text(question: Question) -> str:
     return f"{title}{body}" if starts_with_tag else f"{title}<p>{body}</p>"
 
 
+def value_at(source: Mapping[str, Any], path: str) -> Any:
+    """The value at a dotted ``_source`` path (``question.title``), or None: how a user's own field
+    paths are read here and, in Painless, by the ingest pipeline and the reindex script."""
+    node: Any = source
+    for part in path.split("."):
+        if not isinstance(node, Mapping):
+            return None
+        node = node.get(part)
+    return node
+
+
 def has_direction(vector: Sequence[float]) -> bool:
     """Whether a vector can be stored or queried under ``cosine``: Elasticsearch refuses to index a
     zero vector there ("does not support vectors with zero magnitude") and ``cosineSimilarity`` of a

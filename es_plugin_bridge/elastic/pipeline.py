@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from es_plugin_bridge.elastic.mappings import BOW_FIELD, RERANK_FIELD, TEXT_FIELD, VECTOR_FIELD
+from es_plugin_bridge.elastic.mappings import BOW_FIELD, RERANK_FIELD, TEXT_FIELD, VECTOR_FIELD, value_at
 
 #: ``${input}`` is the JSON array of the texts (``CustomRequest.addInputJsonParam``).
 EMBED_REQUEST = '{"texts": ${input}}'
@@ -143,16 +143,7 @@ def pipeline_body(
 def rerank_text_as_painless(doc: dict[str, Any], title_field: str = "title", body_field: str = "body") -> str:
     """:data:`RERANK_TEXT_SCRIPT` restated in Python, line for line, for the tests that hold it equal to
     ``mappings.rerank_text`` (the Painless itself runs only in a cluster)."""
-
-    def get(path: str) -> Any:
-        cur: Any = doc
-        for part in path.split("."):
-            if not isinstance(cur, dict):
-                return None
-            cur = cur.get(part)
-        return cur
-
-    t, b = get(title_field), get(body_field)
+    t, b = value_at(doc, title_field), value_at(doc, body_field)
     title = "" if t is None else str(t)
     body = "" if b is None else str(b)
     title = title.replace("<", "&lt;").replace("${", "&#36;{")
