@@ -58,7 +58,23 @@ CLASSES = {
     "CustomResponseParams": "specification/inference/_types/CommonTypes.ts",
     "ReindexSource": "specification/_global/reindex/types.ts#Source",
     "ReindexDestination": "specification/_global/reindex/types.ts#Destination",
+    "SearchRequestBody": "specification/_global/search/_types/SearchRequestBody.ts",
+    "MultisearchHeader": "specification/_global/msearch/types.ts",
+    "Hit": "specification/_global/search/_types/hits.ts",
+    "MatchQuery": "specification/_types/query_dsl/fulltext.ts",
+    "ScriptScoreQuery": "specification/_types/query_dsl/specialized.ts",
+    "ExistsQuery": "specification/_types/query_dsl/term.ts",
+    "IdsQuery": "specification/_types/query_dsl/term.ts",
 }
+#: (file, block): the ``block`` (``query_parameters`` or ``body``) of ``export interface Request`` in file.
+REQUEST_BLOCKS = {
+    "SearchRequest.query_parameters": ("specification/_global/search/SearchRequest.ts", "query_parameters"),
+    "SearchRequest.body": ("specification/_global/search/SearchRequest.ts", "body"),
+    "MultiSearchRequest.query_parameters": (
+        "specification/_global/msearch/MultiSearchRequest.ts", "query_parameters"
+    ),
+}
+GENERIC = r"(?:<[^>{]*>)?"
 #: Fields Elasticsearch's own parser accepts that the specification does not list yet, each with the
 #: source file that declares it (checked there, not in the specification).
 SOURCE_ONLY: dict[str, dict[str, str]] = {
@@ -67,7 +83,6 @@ SOURCE_ONLY: dict[str, dict[str, str]] = {
         "rank/textsimilarity/TextSimilarityRankRetrieverBuilder.java (FAILURES_ALLOWED_FIELD; 8.19, 9.1)",
     },
 }
-FIELD = re.compile(r"^  (\w+)(\?)?: ")
 
 
 def read(spec: Path, path: str) -> str:
@@ -78,17 +93,49 @@ def read(spec: Path, path: str) -> str:
     ).stdout
 
 
-def parse(source: str, name: str) -> tuple[str | None, dict[str, bool]]:
-    match = re.search(rf"^export (?:class|interface) {name}(?:<[^>]*>)?(?: extends (\w+))? \{{\n(.*?)^\}}",
-                      source, re.M | re.S)
-    if match is None:
-        raise SystemExit(f"class {name} not found")
-    fields = {}
-    for line in match.group(2).splitlines():
-        m = FIELD.match(line)
+def fields_of(block: str, indent: int) -> dict[str, tuple[bool, str]]:
+    """``name -> (required, type)`` of the fields declared at ``indent`` spaces in ``block``."""
+    pattern = re.compile(rf"^ {{{indent}}}(\w+)(\?)?: (.+?)\s*$")
+    out = {}
+    for line in block.splitlines():
+        m = pattern.match(line)
         if m:
-            fields[m.group(1)] = m.group(2) is None
-    return match.group(1), fields
+            out[m.group(1)] = (m.group(2) is None, m.group(3))
+    return out
+
+
+def parse(source: str, name: str) -> tuple[str | None, dict[str, tuple[bool, str]]]:
+    """A class or interface (generic or not): its parent and its own fields."""
+    decl = re.search(
+        rf"^export (?:class|interface) {name}\b{GENERIC}(?: extends (\w+){GENERIC})?[^{{\n]*\{{\n(.*?)^\}}",
+        source,
+        re.M | re.S,
+    )
+    if decl is None:
+        raise SystemExit(f"class {name} not found")
+    return decl.group(1), fields_of(decl.group(2), 2)
+
+
+def request_block(source: str, block: str) -> dict[str, tuple[bool, str]]:
+    """The fields of one block of an API's ``Request`` interface."""
+    request = re.search(r"^export interface Request extends \w+ \{\n(.*?)^\}", source, re.M | re.S)
+    if request is None:
+        raise SystemExit("interface Request not found")
+    inner = re.search(rf"^  {block}\??: \{{\n(.*?)^  \}}", request.group(1), re.M | re.S)
+    if inner is None:
+        raise SystemExit(f"block {block} not found")
+    return fields_of(inner.group(1), 4)
+
+
+def entry(name: str, fields: dict[str, tuple[bool, str]], path: str) -> dict[str, object]:
+    extra = SOURCE_ONLY.get(name, {})
+    return {
+        "fields": sorted({*fields, *extra}),
+        "required": sorted(k for k, (req, _) in fields.items() if req),
+        "types": {k: t for k, (_, t) in sorted(fields.items())},
+        "file": path,
+        **({"source_only": extra} if extra else {}),
+    }
 
 
 def main() -> None:
@@ -103,28 +150,19 @@ def main() -> None:
         path, _, cls = where.partition("#")
         raw[name] = parse(read(args.spec, path), cls or name)
 
-    def resolve(name: str) -> dict[str, bool]:
+    def resolve(name: str) -> dict[str, tuple[bool, str]]:
         parent, fields = raw[name]
         return {**(resolve(parent) if parent in raw else {}), **fields}
 
+    classes = {name: entry(name, resolve(name), CLASSES[name]) for name in CLASSES}
+    for name, (path, block) in REQUEST_BLOCKS.items():
+        classes[name] = entry(name, request_block(read(args.spec, path), block), path)
     commit = subprocess.run(
         ["git", f"--git-dir={args.spec}", "rev-parse", "HEAD"], capture_output=True, text=True
     ).stdout.strip()
-    out = {
-        "source": "elastic/elasticsearch-specification",
-        "commit": commit,
-        "classes": {
-            name: {
-                "fields": sorted({*resolve(name), *SOURCE_ONLY.get(name, {})}),
-                "required": sorted(k for k, v in resolve(name).items() if v),
-                "file": CLASSES[name],
-                **({"source_only": SOURCE_ONLY[name]} if name in SOURCE_ONLY else {}),
-            }
-            for name in CLASSES
-        },
-    }
+    out = {"source": "elastic/elasticsearch-specification", "commit": commit, "classes": classes}
     args.out.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
-    print(f"wrote {args.out} ({len(CLASSES)} classes, commit {commit[:12]})")
+    print(f"wrote {args.out} ({len(classes)} shapes, commit {commit[:12]})")
 
 
 if __name__ == "__main__":
