@@ -162,7 +162,6 @@ BAD = [
     ({"query": "q", "documents": ["a"], "first_stage_scores": ["x"]}, "first_stage_scores.0"),
     ({"query": "q", "documents": ["a"], "first_stage_scores": [1], "first_stage": "dfr"}, "first_stage"),
     ({"query": "q", "documents": ["a"], "first_stage": "bm25"}, "first_stage"),
-    ({"query": "q", "documents": ["d"] * 51}, "documents"),
 ]
 
 
@@ -171,6 +170,21 @@ def test_bad_rerank_requests_answer_400_naming_the_field(body, field, clients):
     resp = clients["bow-cnn"].post("/v1/rerank", json=body, headers=AUTH)
     assert resp.status_code == 400 and resp.json["field"] == field, resp.json
     assert resp.json["error"].startswith(field)
+
+
+def test_more_documents_than_max_documents_is_413_as_the_readme_says(clients):
+    """413 like a body over --max-body-mb: the request is too large for this server (split it), not
+    malformed; ``field`` still names what to shrink."""
+    client = clients["bow-cnn"]
+    for path, body in (("/v1/rerank", {"query": "q", "documents": ["d"] * 51}),
+                       ("/v2/rerank", {"query": "q", "documents": ["d"] * 51}),
+                       ("/v1/embed", {"texts": ["d"] * 51})):
+        resp = client.post(path, json=body, headers=AUTH)
+        field = "texts" if path == "/v1/embed" else "documents"
+        assert resp.status_code == 413 and resp.json["field"] == field, (path, resp.json)
+        assert "at most 50" in resp.json["error"]
+    assert client.post("/v1/rerank", json={"query": "q", "documents": ["d"] * 50},
+                       headers=AUTH).status_code == 200
 
 
 def test_transport_errors_are_json(clients):
@@ -213,7 +227,7 @@ def test_metrics_count_requests_and_documents(exported):
 
 def test_openapi_references_resolve(clients):
     doc = clients["bow-cnn"].get("/openapi.json", headers=AUTH).json
-    assert {"/v1/rerank", "/v1/embed", "/healthz", "/readyz", "/metrics"} <= set(doc["paths"])
+    assert {"/v1/rerank", "/v2/rerank", "/v1/embed", "/healthz", "/readyz", "/metrics"} <= set(doc["paths"])
     refs = set()
 
     def walk(node) -> None:

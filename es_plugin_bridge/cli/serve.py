@@ -7,6 +7,7 @@ command line is visible to every user of the machine (``ps``).
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -23,12 +24,16 @@ DEFAULT_BATCH_SIZE = 128
 
 
 def _read_token_file(path: Path) -> str:
+    """The token: the file's first line, stripped; the rest is ignored (rsync's ``--password-file`` rule),
+    so a file ending in a newline or carrying a comment line works as the help says."""
     try:
-        token = path.read_text(encoding="utf-8").strip()
+        text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"cannot read the token file {path}: {exc}") from None
+    token = text.splitlines()[0].strip() if text.strip() else ""
     if not token:
-        raise UserError(f"the token file {path} is empty")
+        raise UserError(f"the token file {path} is empty" if not text.strip()
+                        else f"the first line of the token file {path} is empty (the token is that line)")
     if path.stat().st_mode & 0o077:
         click.echo(f"warning: {path} is readable by other users (chmod 600 it)", err=True)
     return token
@@ -43,7 +48,7 @@ def _read_token_file(path: Path) -> str:
               help="Bearer token required on every endpoint but /healthz and /readyz (or set "
                    "ESRERANK_TOKEN; on the command line it is visible to other users: prefer --token-file).")
 @click.option("--token-file", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="File holding the bearer token (first line; keep it chmod 600).")
+              help="File whose first line is the bearer token (other lines are ignored; chmod 600 it).")
 @click.option("--expect-sha256", default=None, metavar="DIGEST",
               help="Refuse the model directory unless its manifest.json has this sha256 (printed at start).")
 @click.option("--max-documents", default=1000, show_default=True, type=click.IntRange(min=1),
@@ -62,12 +67,15 @@ def _read_token_file(path: Path) -> str:
               help="Candidate encodings kept in the LRU cache (0: no cache).")
 @click.option("--batch-size", default=DEFAULT_BATCH_SIZE, show_default=True, type=click.IntRange(min=1),
               help="Most questions per encoder call (a request's uncached candidates go in one call).")
+@click.option("--device", default="auto", show_default=True, type=click.Choice(["auto", "cpu", "cuda"]),
+              help="Where onnxruntime scores: auto takes CUDA when onnxruntime-gpu and a GPU are there "
+                   "(else CPU, said in one log line); cuda refuses to start without them.")
 @click.option("--name", default=None, help="Model name reported in responses (default TYPE:DIR).")
 def serve_command(model_dir: Path, host: str, port: int, token: str | None, token_file: Path | None,
                   expect_sha256: str | None, max_documents: int, max_body_mb: int, request_timeout: float,
                   max_connections: int, threads: int, onnx_threads: int, cache_size: int, batch_size: int,
-                  name: str | None) -> None:
-    """Serve an exported model directory: /v1/rerank, /v1/embed, /healthz, /readyz, /metrics."""
+                  device: str, name: str | None) -> None:
+    """Serve an exported model directory: /v1/rerank, /v2/rerank, /v1/embed, /healthz, /readyz, /metrics."""
     from es_plugin_bridge.core.manifest import manifest_digest
     from es_plugin_bridge.serving.app import check_token, create_app
     from es_plugin_bridge.serving.model_dir import ModelDirectory
@@ -85,22 +93,45 @@ def serve_command(model_dir: Path, host: str, port: int, token: str | None, toke
             ctx.get_parameter_source("token") == click.core.ParameterSource.COMMANDLINE):
         click.echo("warning: --token is visible to every user of this machine (ps); prefer --token-file "
                    "or ESRERANK_TOKEN", err=True)
+    _log_to_stderr()
     limits = Limits(max_body_bytes=max_body_mb * 1024 * 1024, request_timeout=request_timeout,
                     max_connections=max_connections)
     model = ModelDirectory.load(model_dir, threads=onnx_threads, batch_size=batch_size,
-                                expect_sha256=expect_sha256)
+                                expect_sha256=expect_sha256, device=device)  # type: ignore[arg-type]
     app = create_app(model, token=token, name=name, max_documents=max_documents,
                      max_body_bytes=limits.max_body_bytes, cache_size=cache_size)
     server = Server(app, host=host, port=port, threads=threads, token=token, limits=limits)
     if host not in ("127.0.0.1", "localhost", "::1") and not token:
         click.echo(f"warning: serving on {host} without a bearer token (--token-file)", err=True)
     click.echo(f"serving {app.extensions['esrerank'].name} on {server.url} "
-               "(/v1/rerank, /v1/embed, /healthz, /readyz, /metrics, /openapi.json); "
+               f"on {model.provider} (/v1/rerank, /v2/rerank, /v1/embed, /healthz, /readyz, /metrics, "
+               "/openapi.json); "
                f"manifest sha256 {manifest_digest(model_dir)}", err=True)
     try:
         server.run()
     finally:
         server.close()
+
+
+class _StderrHandler(logging.Handler):
+    """Writes to whatever ``sys.stderr`` is now (a StreamHandler keeps the one it was made with)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            click.echo(self.format(record), err=True)
+        except Exception:  # a log line must never fail a request
+            self.handleError(record)
+
+
+def _log_to_stderr() -> None:
+    """The sidecar's own log lines (rejected requests, the device chosen) on stderr, one line each."""
+    logger = logging.getLogger("esrerank.sidecar")
+    if not logger.handlers:
+        handler = _StderrHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,7 +1,14 @@
-"""Prometheus metrics of one sidecar app (its own registry, so apps never share counters)."""
+"""Prometheus metrics of one sidecar app (its own registry, so apps never share counters).
+
+Rejected requests are counted by reason and logged once each, whoever refused them (waitress before
+the app for a missing token or an oversized body, the app for the rest): an endpoint registered with a
+wrong token then shows on the sidecar's side, not only as failed searches elsewhere. The log line names
+the method, path, client address, status, reason and message; never a header (so never the token).
+"""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, Info
@@ -9,6 +16,19 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from es_plugin_bridge.serving.cache import EncodingCache
+
+log = logging.getLogger("esrerank.sidecar")
+
+#: The ``reason`` of a rejection by status, where the refuser gives none more precise.
+REASONS = {400: "invalid", 401: "unauthorized", 404: "not_found", 405: "method_not_allowed",
+           408: "request_timeout", 413: "body_too_large", 415: "unsupported_media_type",
+           431: "headers_too_large"}
+
+
+def printable(text: str, limit: int = 200) -> str:
+    """``text`` cut to ``limit`` characters with control characters escaped: one log line, always."""
+    cut = text[:limit] + ("…" if len(text) > limit else "")
+    return cut.encode("unicode_escape").decode("ascii") if not cut.isprintable() else cut
 
 
 class _CacheCollector(Collector):
@@ -28,7 +48,8 @@ class _CacheCollector(Collector):
 
 
 class Metrics:
-    def __init__(self, model_name: str, model_type: str, cache: EncodingCache | None = None) -> None:
+    def __init__(self, model_name: str, model_type: str, cache: EncodingCache | None = None,
+                 provider: str = "CPUExecutionProvider") -> None:
         self.registry = CollectorRegistry()
         if cache is not None:
             self.registry.register(_CacheCollector(cache))
@@ -42,5 +63,16 @@ class Metrics:
         self.unscored = Counter("esrerank_documents_unscored",
                                 "Rerank documents not scored (lowest score), by reason (null, blank, "
                                 "too_long)", ["reason"], registry=self.registry)
+        self.rejected = Counter("esrerank_requests_rejected",
+                                "Requests refused with a 4xx (before or by the app), by reason and status",
+                                ["reason", "status"], registry=self.registry)
         Info("esrerank_model", "The served model", registry=self.registry).info(
-            {"name": model_name, "type": model_type})
+            {"name": model_name, "type": model_type, "provider": provider})
+
+    def reject(self, status: int, reason: str | None, method: str, path: str, client: str,
+               message: str) -> None:
+        """Count one refused request and log it in one line (``reason`` None: from the status)."""
+        reason = reason or REASONS.get(status, f"http_{status}")
+        self.rejected.labels(reason, str(status)).inc()
+        log.warning("rejected %s %s from %s: %d %s (%s)", printable(method, 16), printable(path),
+                    printable(client, 64), status, reason, printable(message))

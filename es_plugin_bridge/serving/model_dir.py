@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ from es_plugin_bridge.core.model_config import ExportedConfig, parse_config
 from es_plugin_bridge.core.vocab import PAD_ID, UNK_ID, Vocabulary
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.errors import DataFormatError, UserError
+from es_plugin_bridge.serving.device import Device, check_active, requested_providers
 from es_plugin_bridge.text import Preprocessor, TextOptions
 
 CONFIG = "config.json"
@@ -39,6 +41,8 @@ ENCODER = "encoder.onnx"
 BOW_WEIGHTS = "bow_weights.npy"
 FILES = (CONFIG, VOCAB, ENCODER, BOW_WEIGHTS)
 COMPONENTS = ("neural", "bow", "model")
+
+log = logging.getLogger("esrerank.sidecar")
 
 BagOfWords = tuple[np.ndarray, np.ndarray]  # (vocabulary ids int64, L2-normalised weights float64)
 
@@ -54,8 +58,9 @@ def _tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
                 yield from _tensors(sub)
 
 
-def _session(data: bytes, source: str, threads: int | None) -> ort.InferenceSession:
-    """An onnxruntime session on the graph's bytes; refuses graphs that read external files."""
+def _session(data: bytes, source: str, threads: int | None, device: Device = "cpu") -> ort.InferenceSession:
+    """An onnxruntime session on the graph's bytes, on ``device`` (``serving.device``); refuses graphs
+    that read external files."""
     try:
         graph = onnx.load_model_from_string(data)
     except Exception as exc:  # protobuf raises its own DecodeError type
@@ -67,10 +72,15 @@ def _session(data: bytes, source: str, threads: int | None) -> ort.InferenceSess
     if threads:
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
+    providers = requested_providers(device, ort.get_available_providers())
     try:
-        return ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+        session = ort.InferenceSession(data, options, providers=providers)
     except Exception as exc:  # onnxruntime's own exception types
         raise UserError(f"{source}: onnxruntime cannot load the graph ({exc})") from None
+    _, fallback = check_active(device, providers, session.get_providers())
+    if fallback:
+        log.warning("%s", fallback)
+    return session
 
 
 def _json(data: bytes, source: str) -> Any:
@@ -114,7 +124,7 @@ class ModelDirectory:
 
     @classmethod
     def load(cls, path: str | Path, *, threads: int | None = None, batch_size: int = 64,
-             expect_sha256: str | None = None) -> ModelDirectory:
+             expect_sha256: str | None = None, device: Device = "cpu") -> ModelDirectory:
         """Verify manifest.json against every file, then load; UserError naming the bad file.
 
         ``expect_sha256`` pins the manifest itself (see ``core.manifest``): a directory rewritten by
@@ -127,7 +137,7 @@ class ModelDirectory:
         if len(vocab) != config.vocab_size:
             raise UserError(f"{path / VOCAB}: {len(vocab)} tokens, {CONFIG} says {config.vocab_size}")
         weights = _bow_weights(files[BOW_WEIGHTS], str(path / BOW_WEIGHTS), config.vocab_size)
-        session = _session(files[ENCODER], str(path / ENCODER), threads)
+        session = _session(files[ENCODER], str(path / ENCODER), threads, device)
         names = sorted(i.name for i in session.get_inputs())
         if names != sorted(config.inputs) or [o.name for o in session.get_outputs()] != [config.output]:
             raise UserError(f"{path / ENCODER}: inputs/outputs differ from those in {CONFIG}")
@@ -157,6 +167,11 @@ class ModelDirectory:
     @property
     def dimension(self) -> int:
         return self.config.dimension
+
+    @property
+    def provider(self) -> str:
+        """The onnxruntime provider that scores (``CPUExecutionProvider``, ``CUDAExecutionProvider``)."""
+        return self.session.get_providers()[0]
 
     @property
     def fusion(self) -> dict[str, dict[str, float]]:

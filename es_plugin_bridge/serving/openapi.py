@@ -1,4 +1,8 @@
-"""``GET /openapi.json``: the API described from the same pydantic models that validate it."""
+"""``GET /openapi.json``: the API described from the same pydantic models that validate it.
+
+Every operation requires the bearer token (``security``) but ``/healthz`` and ``/readyz``, which
+override it with ``security: []``: a generated client then sends the token where the server asks it.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +18,8 @@ from es_plugin_bridge.serving.schemas import (
     RerankParams,
     RerankRequest,
     RerankResponse,
+    RerankV2Request,
+    RerankV2Response,
 )
 
 _REF = "#/components/schemas/{model}"
@@ -43,7 +49,10 @@ def _errors() -> dict[str, Any]:
         code: {"description": text, **_body("ErrorResponse")}
         for code, text in (("400", "invalid request; `field` names the culprit"),
                            ("401", "missing or wrong bearer token"),
-                           ("413", "request body too large"), ("415", "body is not JSON"),
+                           ("413", "request body over --max-body-mb, or more documents (texts) than "
+                                   "--max-documents"),
+                           ("415", "body is not JSON, or has a Content-Encoding (compressed bodies are not "
+                                   "taken)"),
                            ("431", "request headers too large"))
     }
 
@@ -65,8 +74,8 @@ def _query_parameters(model: type[RerankParams]) -> list[dict[str, Any]]:
 
 def openapi_document() -> dict[str, Any]:
     """OpenAPI 3.1 document of the sidecar."""
-    models = [(m, "validation") for m in (RerankRequest, EmbedRequest)]
-    models += [(m, "serialization") for m in (RerankResponse, EmbedResponse, ErrorResponse)]
+    models = [(m, "validation") for m in (RerankRequest, RerankV2Request, EmbedRequest)]
+    models += [(m, "serialization") for m in (RerankResponse, RerankV2Response, EmbedResponse, ErrorResponse)]
     _, schemas = models_json_schema(models, ref_template=_REF)
 
     def post(summary: str, request: str, response: str, **extra: Any) -> dict[str, Any]:
@@ -77,7 +86,8 @@ def openapi_document() -> dict[str, Any]:
         responses: dict[str, Any] = {"200": {"description": "OK"}}
         if guarded:
             responses["401"] = {"description": "missing or wrong bearer token", **_body("ErrorResponse")}
-        return {"get": {"summary": summary, "responses": responses}}
+            return {"get": {"summary": summary, "responses": responses}}
+        return {"get": {"summary": summary, "security": [], "responses": responses}}
 
     return {
         "openapi": "3.1.0",
@@ -87,6 +97,11 @@ def openapi_document() -> dict[str, Any]:
                                "RerankRequest", "RerankResponse",
                                description=LINEAR_DESCRIPTION,
                                parameters=_query_parameters(RerankParams)),
+            "/v2/rerank": post("Rerank strings for a query (Cohere v2 rerank: cohere.ClientV2, LangChain, "
+                               "LlamaIndex)", "RerankV2Request", "RerankV2Response",
+                               description="The scores of /v1/rerank without first-stage scores (the "
+                                           "model's own P(relevant)), in Cohere v2's answer; model, "
+                                           "max_tokens_per_doc and priority are accepted and unused."),
             "/v1/embed": post("Neural vector and weighted-BOW terms of each text", "EmbedRequest",
                               "EmbedResponse"),
             "/healthz": get("Liveness", guarded=False),
@@ -94,6 +109,7 @@ def openapi_document() -> dict[str, Any]:
             "/metrics": get("Prometheus metrics"),
             "/openapi.json": get("This document"),
         },
+        "security": [{"bearer": []}],
         "components": {
             "schemas": schemas["$defs"],
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},

@@ -2,9 +2,12 @@
 
 ``/v1/rerank`` follows Cohere's rerank shape (``query``, ``documents``, ``top_n``,
 ``return_documents`` → ``results[{index, relevance_score}]``), so Elasticsearch's ``custom``
-inference service and OpenSearch's rerank connectors can call it unchanged. Unknown fields are
-refused (a misspelt ``top_n`` must not be ignored silently), except the Cohere fields a client may
-send by habit (``model``, ``rank_fields``, ``max_chunks_per_doc``), which are accepted and unused.
+inference service and OpenSearch's rerank connectors can call it unchanged. ``/v2/rerank`` is
+Cohere's v2 shape (``cohere.ClientV2``, LangChain's and LlamaIndex's ``CohereRerank``): strings only,
+``id`` and ``meta`` in the answer, scored by the same service. Unknown fields are refused (a misspelt
+``top_n`` must not be ignored silently), except the Cohere fields a client may send by habit
+(``model``, ``rank_fields``, ``max_chunks_per_doc``; v2: ``max_tokens_per_doc``, ``priority``), which
+are accepted and unused.
 """
 
 from __future__ import annotations
@@ -135,6 +138,29 @@ class RerankRequest(BaseModel):
         return value
 
 
+class RerankV2Request(BaseModel):
+    """``POST /v2/rerank``: Cohere's v2 request. ``null`` is accepted wherever Cohere's clients send it
+    for "not set" (LangChain sends ``"max_tokens_per_doc": null``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str | None = Field(default=None, description="accepted and unused: the sidecar serves one model")
+    query: Annotated[str, WithJsonSchema({"type": "string", **NOT_BLANK}), AfterValidator(_check_text)]
+    documents: list[str | None] = Field(
+        min_length=1, description="the candidates as strings (a title, optionally followed by its HTML "
+                                  "body); one that is null, blank or over 100,000 characters gets the "
+                                  "lowest score")
+    top_n: Annotated[int, Strict()] | None = Field(default=None, ge=1)
+    max_tokens_per_doc: Annotated[int, Strict()] | None = Field(
+        default=None, ge=1, description="accepted and unused: the model's own token caps apply")
+    priority: Annotated[int, Strict()] | None = Field(
+        default=None, ge=0, description="accepted and unused: requests are served in arrival order")
+
+    def as_v1(self) -> RerankRequest:
+        """The same request in v1's shape, for the one scoring path (already validated: no second pass)."""
+        return RerankRequest.model_construct(query=self.query, documents=self.documents, top_n=self.top_n)
+
+
 class RerankParams(BaseModel):
     """Query parameters of ``POST /v1/rerank`` (Elasticsearch's request template is fixed JSON, so the
     scoring variant is chosen in the URL: ``/v1/rerank?score=linear&first_stage=bm25``)."""
@@ -180,6 +206,21 @@ class RerankResult(BaseModel):
 class RerankResponse(BaseModel):
     results: list[RerankResult]
     model: str
+
+
+class RerankV2Result(BaseModel):
+    index: int = Field(description="position of the document in the request")
+    relevance_score: float = Field(ge=0.0, description="P(relevant) in [0, 1], as /v1/rerank's (same digits)")
+
+
+class RerankV2Meta(BaseModel):
+    api_version: dict[str, str] = Field(description='{"version": "2"}')
+
+
+class RerankV2Response(BaseModel):
+    id: str = Field(description="a fresh id per answer (uuid4), as Cohere's")
+    results: list[RerankV2Result]
+    meta: RerankV2Meta
 
 
 class Embedding(BaseModel):

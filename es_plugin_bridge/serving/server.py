@@ -12,7 +12,11 @@ check the token, (2) hold one of only 100 connections for as long as it keeps tr
 - a request must arrive whole within ``request_timeout`` seconds of its first byte, whatever its pace
   (slowloris), and an idle keep-alive connection is closed after ``idle_timeout``; the connection
   limit is ``max_connections`` (waitress: 100), on poll() so it is not bound by select()'s 1024 fds;
-- every answer the server makes itself (400, 401, 408-close, 413, 431, 500) is JSON ``{"error": ...}``.
+- every answer the server makes itself (400, 401, 408-close, 413, 431, 500) is JSON ``{"error": ...}``,
+  and every refusal (those answers, and a late request's dropped connection) goes to ``on_reject``
+  (``Metrics.reject``: counted by reason, one log line) — they never reach the app to be counted there;
+- ``host="::"`` listens on IPv4 too where the OS allows (a dual-stack socket; waitress sets
+  ``IPV6_V6ONLY``, which made ``--host ::`` unreachable over IPv4).
 
 Beyond these bounds (thousands of slow connections from many addresses), put a reverse proxy that
 buffers requests (nginx, Envoy) in front, as for any Python WSGI server.
@@ -23,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import hmac
 import json
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,6 +43,10 @@ from waitress.utilities import Error
 from es_plugin_bridge.errors import UserError
 
 OPEN_PATHS = frozenset({"/healthz", "/readyz"})
+#: ``on_reject(status, reason, method, path, client, message)``: the signature of ``Metrics.reject``.
+OnReject = Callable[[int, str, str, str, str, str], None]
+#: The reason of each waitress error, as ``Metrics`` names the app's own.
+_REASONS = {400: "bad_request", 401: "unauthorized", 413: "body_too_large", 431: "headers_too_large"}
 
 
 @dataclass(frozen=True)
@@ -63,6 +72,11 @@ class _JsonErrorTask(ErrorTask):
         error = self.request.error
         body = json.dumps({"error": f"{error.reason}: {error.body}"}).encode()
         self.status = f"{error.code} {error.reason}"
+        on_reject: OnReject | None = getattr(self.channel.server, "on_reject", None)
+        if on_reject is not None:
+            request = self.request
+            on_reject(error.code, _REASONS.get(error.code, f"http_{error.code}"), *_line(request),
+                      _client(self.channel), f"{error.reason}: {error.body}")
         self.response_headers.append(("Content-Type", "application/json"))
         if isinstance(error, Unauthorized):
             self.response_headers.append(("WWW-Authenticate", "Bearer"))
@@ -94,12 +108,30 @@ class _GuardedParser(HTTPRequestParser):
         return consumed
 
 
+def _line(request: HTTPRequestParser) -> tuple[str, str]:
+    """(method, path) of a request, "-" for what has not arrived (a request cut off in its headers)."""
+    return getattr(request, "command", None) or "-", getattr(request, "path", None) or "-"
+
+
+def _client(channel: HTTPChannel) -> str:
+    addr = getattr(channel, "addr", None)
+    return str(addr[0]) if isinstance(addr, tuple) and addr else "-"
+
+
 class _Channel(HTTPChannel):
     error_task_class = _JsonErrorTask
 
 
 class _Server(TcpWSGIServer):
     request_timeout = 10.0
+    on_reject: OnReject | None = None
+
+    def bind_server_socket(self) -> None:
+        """Bind; on IPv6's unspecified address, as a dual-stack socket that takes IPv4 too."""
+        if self.family == socket.AF_INET6 and self.sockinfo[3][0] in ("::", "::0"):
+            with contextlib.suppress(OSError):  # an OS without dual stack: IPv6 only, as before
+                self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        super().bind_server_socket()
 
     def maintenance(self, now: float) -> None:
         """Close idle connections (waitress) and those whose request is not in after request_timeout."""
@@ -107,22 +139,34 @@ class _Server(TcpWSGIServer):
         deadline = time.monotonic() - self.request_timeout
         for channel in list(self.active_channels.values()):
             partial = channel.request
-            if partial is not None and not partial.completed and partial.started < deadline:
+            if (partial is not None and not partial.completed and partial.started < deadline
+                    and not channel.will_close):
                 channel.will_close = True
+                if self.on_reject is not None:
+                    self.on_reject(408, "request_timeout", *_line(partial), _client(channel),
+                                   f"request not received whole within {self.request_timeout} s")
 
 
 class Server:
     """One listening sidecar; :meth:`run` serves until :meth:`close` (or Ctrl-C)."""
 
     def __init__(self, app: Callable[..., Any], *, host: str = "127.0.0.1", port: int = 8080,
-                 threads: int = 4, token: str | None = None, limits: Limits | None = None) -> None:
-        """Bind (UserError in one line if the address is invalid or in use) but serve nothing yet."""
+                 threads: int = 4, token: str | None = None, limits: Limits | None = None,
+                 on_reject: OnReject | None = None) -> None:
+        """Bind (UserError in one line if the address is invalid or in use) but serve nothing yet.
+
+        ``on_reject`` hears of every request refused before the app (default: the app's own
+        ``Metrics.reject`` when ``app`` is the sidecar's Flask app).
+        """
         limits = limits or Limits()
         parser = type("Parser", (_GuardedParser,),
                       {"expected": f"Bearer {token}".encode("latin-1") if token else None})
         channel = type("Channel", (_Channel,), {"parser_class": parser})
+        if on_reject is None and getattr(app, "extensions", {}).get("esrerank_metrics") is not None:
+            on_reject = app.extensions["esrerank_metrics"].reject  # type: ignore[attr-defined]
         server_class = type("Server", (_Server,), {"channel_class": channel,
-                                                    "request_timeout": limits.request_timeout})
+                                                    "request_timeout": limits.request_timeout,
+                                                    "on_reject": on_reject and staticmethod(on_reject)})
         try:
             adj = Adjustments(
                 host=host, port=port, threads=threads, ident="esrerank",

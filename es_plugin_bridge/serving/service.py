@@ -5,6 +5,7 @@ Kept out of the Flask app so the bridge (and tests) can call it in process with 
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -35,6 +36,7 @@ from es_plugin_bridge.serving.schemas import (
     RerankParams,
     RerankRequest,
     RerankResponse,
+    RerankV2Request,
     to_question,
     unscored_reason,
 )
@@ -44,10 +46,15 @@ DEFAULT_CACHE_SIZE = 20_000
 
 
 class RequestError(UserError):
-    """A request that is well-formed JSON but asks for something impossible; names the field."""
+    """A request that is well-formed JSON but asks for something impossible; names the field.
 
-    def __init__(self, field: str, message: str) -> None:
+    ``status`` is the HTTP answer: 400, or 413 for more items than the server takes (the request is
+    too large, as a body over the byte cap is: a client splits it rather than fixing a field).
+    """
+
+    def __init__(self, field: str, message: str, status: int = 400) -> None:
         self.field = field
+        self.status = status
         super().__init__(message)
 
 
@@ -111,7 +118,8 @@ class Service:
 
     def _check_size(self, field: str, n: int) -> None:
         if n > self.max_documents:
-            raise RequestError(field, f"{n} items; this server takes at most {self.max_documents} a request")
+            raise RequestError(field, f"{n} items; this server takes at most {self.max_documents} a request",
+                               status=413)
 
     def linear_shift(self, first_stage: str | None = None) -> float:
         """The constant ``fused − (β_fs·minmax(first stage) + linear score)`` for ``first_stage``'s β.
@@ -261,6 +269,11 @@ class Service:
                 result["explain"] = {"unscored": reasons[i], "cached": False}
             results.append(result)
         return {"results": results, "model": self.name}
+
+    def rerank_v2_json(self, req: RerankV2Request) -> dict[str, Any]:
+        """Cohere's v2 answer (``id``, ``results``, ``meta``): :meth:`rerank_json`'s scores, unchanged."""
+        out = self.rerank_json(req.as_v1())
+        return {"id": str(uuid.uuid4()), "results": out["results"], "meta": {"api_version": {"version": "2"}}}
 
     def embed(self, req: EmbedRequest) -> EmbedResponse:
         """The neural vector and weighted-BOW terms of each text, for storing in an index."""
