@@ -57,7 +57,7 @@ from es_plugin_bridge.core.fusion import minmax
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.elastic import queries
 from es_plugin_bridge.elastic.connection import call
-from es_plugin_bridge.elastic.embedding import EmbedError, SidecarEmbedder
+from es_plugin_bridge.elastic.embedding import SidecarEmbedder
 from es_plugin_bridge.elastic.first_stage import ElasticsearchFirstStage
 from es_plugin_bridge.elastic.mappings import VECTOR_FIELD, rerank_text
 from es_plugin_bridge.elastic.modes import ModeResult, _Mode
@@ -350,15 +350,6 @@ class _WindowsMode(_Mode):
         self.knn = knn
         # One custom preference string for every call of this mode: the same shard copies answer.
         self.preference = f"esrerank-{uuid.uuid4().hex[:12]}"
-
-    def _embed(self, query: Question, timings: dict[str, float]) -> dict[str, Any]:
-        start = time.perf_counter()
-        try:
-            embedding = self.embedder.embed([query])[0]
-        except EmbedError as exc:
-            raise UserError(f"mode {self.name} needs the sidecar to embed the query: {exc}") from None
-        timings["embed"] = 1000 * (time.perf_counter() - start)
-        return embedding
 
     def _searchable(self, vector: Sequence[float]) -> bool:
         return self.neural_similarity == "manhattan" or has_direction(vector)

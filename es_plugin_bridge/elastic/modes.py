@@ -96,6 +96,17 @@ class _Mode:
     ) -> ModeResult:
         raise NotImplementedError
 
+    def _embed(self, query: Question, timings: dict[str, float]) -> dict[str, Any]:
+        """The query's vector and BOW terms from the sidecar (modes that need them: ``self.embedder``);
+        a sidecar that cannot embed is a one-line UserError naming the mode."""
+        start = time.perf_counter()
+        try:
+            embedding = self.embedder.embed([query])[0]  # type: ignore[attr-defined]
+        except EmbedError as exc:
+            raise UserError(f"mode {self.name} needs the sidecar to embed the query: {exc}") from None
+        timings["embed"] = 1000 * (time.perf_counter() - start)
+        return embedding
+
 
 class NativeMode(_Mode):
     """Elasticsearch calls the sidecar (``/v1/rerank?score=linear``) through ``inference_id``."""
@@ -173,12 +184,8 @@ class VectorsMode(_Mode):
         exclude: Collection[str] | None = None,
     ) -> ModeResult:
         window = max(k, self.window)
-        start = time.perf_counter()
-        try:
-            embedding = self.embedder.embed([query])[0]
-        except EmbedError as exc:
-            raise UserError(f"mode vectors needs the sidecar to embed the query: {exc}") from None
-        timings = {"embed": 1000 * (time.perf_counter() - start)}
+        timings: dict[str, float] = {}
+        embedding = self._embed(query, timings)
         rest = queries.rest_of_fused(
             embedding["vector"], embedding["terms"], self.beta, self.neural_similarity
         )
