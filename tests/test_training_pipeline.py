@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from pathlib import Path
 
 import numpy as np
@@ -110,6 +111,37 @@ def test_time_budget_stops_early(split_files, tmp_path):
     trainer.run()
     assert len(trainer.history) < 50
     assert (tmp_path / "m" / "model.safetensors").is_file()
+
+
+def test_the_time_budget_bounds_the_whole_run(split_files, tmp_path):
+    """``--time-budget N`` ends within N + 5 %, data preparation, the last dev evaluation, the β fit and
+    the save included; and it is a budget, not a stop at the start: most of it goes to training."""
+    budget = 20.0
+    cfg = TrainConfig(model_type="cnn", epochs=10_000, embedding_dim=16, hyper={"conv_units": 20},
+                      examples_per_epoch=400, show_progress=False, max_dev_queries=30, time_budget=budget,
+                      patience=10_000)
+    start = time.monotonic()
+    trainer = Trainer(cfg, [read_spec(f"pairs:{split_files['train']}")],
+                      [read_spec(f"pairs:{split_files['dev']}")], tmp_path / "m")
+    trainer.run()
+    elapsed = time.monotonic() - start
+    assert elapsed <= 1.05 * budget, elapsed
+    assert trainer.history[-1]["seconds"] >= 0.5 * budget, trainer.history
+    assert len(trainer.history) >= 2  # several epochs evaluated, the last one too
+    assert (tmp_path / "m" / "model.safetensors").is_file()
+
+
+def test_the_progress_bar_shows_the_time_left(split_files, tmp_path):
+    cfg = TrainConfig(model_type="cnn", epochs=1, embedding_dim=16, hyper={"conv_units": 20},
+                      show_progress=False, max_dev_queries=30, time_budget=300.0)
+    trainer = Trainer(cfg, [read_spec(f"pairs:{split_files['train']}")],
+                      [read_spec(f"pairs:{split_files['dev']}")], tmp_path / "m")
+    fields = trainer._postfix(0.25)
+    assert fields["loss"] == "0.2500" and 250 <= int(fields["left"].rstrip("s")) <= 300
+    cfg.time_budget, cfg.recipe = None, "paper"  # the paper's recipe has no budget of its own
+    unbounded = Trainer(cfg, [read_spec(f"pairs:{split_files['train']}")],
+                        [read_spec(f"pairs:{split_files['dev']}")], tmp_path / "n")
+    assert "left" not in unbounded._postfix(0.25)
 
 
 def test_negatives_never_include_a_known_duplicate():

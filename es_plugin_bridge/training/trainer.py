@@ -3,8 +3,10 @@
 One epoch walks the positive pairs (ranking losses) or the labelled pairs (MSE) in a seeded
 shuffle, capped at ``examples_per_epoch`` so the dev metric is checked often on large data. After
 each epoch the dev MAP decides: a better model is checkpointed, ``patience`` epochs without one
-stop the run, and so does ``time_budget`` (checked after every step; the best checkpoint so far
-is what remains). Once done, the best model's β fusion weights are fit on the same dev queries.
+stop the run. ``time_budget`` bounds the whole run, from reading the data to the saved checkpoint: it
+is checked after every step, and the steps stop while there is still time for what must follow them
+(one dev evaluation, the β fit and the save, each timed on this run), so the last work is evaluated,
+not lost. Once done, the best model's β fusion weights are fit on the same dev queries.
 """
 
 from __future__ import annotations
@@ -90,6 +92,8 @@ class Trainer:
     def __init__(
         self, cfg: TrainConfig, train_sets: Sequence[Dataset], dev_sets: Sequence[Dataset], out: Path
     ) -> None:
+        self.started = time.monotonic()  # the budget covers the whole run, data preparation included
+        self._eval_seconds: float | None = None  # what one dev evaluation costs, once measured
         self.cfg = cfg
         self.out = Path(out)
         self.recipe: Recipe = recipe_for(
@@ -154,7 +158,6 @@ class Trainer:
             )
         self.pool = self.data.pool
         self.history: list[dict[str, float]] = []
-        self.started = time.monotonic()
 
     # -- helpers --------------------------------------------------------------------------------
     def _training_sentences(self, train_sets: Sequence[Dataset]) -> list[list[str]]:
@@ -165,9 +168,37 @@ class Trainer:
         sentences += [toks for ds in train_sets for text in ds.unlabelled if (toks := pre.text_tokens(text))]
         return sentences
 
-    def _out_of_time(self) -> bool:
+    def _time_left(self) -> float | None:
+        """Seconds of the budget left (None: no budget)."""
         budget = self.recipe.time_budget
-        return budget is not None and time.monotonic() - self.started > budget
+        return None if budget is None else budget - (time.monotonic() - self.started)
+
+    def _reserve(self) -> float:
+        """Time to keep for what follows the last step: one dev evaluation, the β fit (about one more
+        evaluation: the same dev vectors and first stages) and the save, with a margin; before the first
+        evaluation is timed, a tenth of the budget."""
+        if self._eval_seconds is None:
+            return 0.1 * float(self.recipe.time_budget or 0.0)
+        return 2.5 * self._eval_seconds + 1.0
+
+    def _out_of_time(self) -> bool:
+        """Whether to stop stepping now, so that the run still ends within its budget."""
+        left = self._time_left()
+        return left is not None and left <= self._reserve()
+
+    def _timed_dev_map(self) -> float:
+        start = time.monotonic()
+        score = self.dev_map()
+        self._eval_seconds = time.monotonic() - start
+        return score
+
+    def _postfix(self, loss: float) -> dict[str, str]:
+        """The progress bar's fields: the mean loss and, under a budget, the seconds left."""
+        out = {"loss": f"{loss:.4f}"}
+        left = self._time_left()
+        if left is not None:
+            out["left"] = f"{max(0.0, left):.0f}s"
+        return out
 
     def _encode(self, questions: Sequence[Question]) -> tuple[dict[str, torch.Tensor], dict[str, int]]:
         unique = list({q.id: q for q in questions}.values())
@@ -335,7 +366,7 @@ class Trainer:
         # The model as initialised competes with every epoch when it is pretrained (a transformer:
         # fine-tuning must beat it on dev to be kept), and is all there is with epochs = 0.
         if self.recipe.epochs == 0 or self.family == "transformer":
-            best = self.dev_map()
+            best = self._timed_dev_map()
             self.history.append({"epoch": 0, "loss": None, "dev_map": best,
                                  "seconds": time.monotonic() - self.started})
             log.info("epoch 0 (as initialised): dev MAP %.2f", 100 * best)
@@ -358,10 +389,10 @@ class Trainer:
                     schedule.step()
                 total += loss.item()
                 steps += 1
-                bar.set_postfix(loss=f"{total / steps:.4f}")
+                bar.set_postfix(self._postfix(total / steps))
                 if self._out_of_time():
                     break
-            score = self.dev_map()
+            score = self._timed_dev_map()
             self.history.append(
                 {
                     "epoch": epoch,
