@@ -15,10 +15,12 @@ import re
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from es_plugin_bridge.engines import EmbeddedIndex, make_similarity
-from es_plugin_bridge.engines.norms import byte4_to_int, int_to_byte4
+from es_plugin_bridge.engines.norms import LENGTH_TABLE, byte4_to_int, int_to_byte4
+from es_plugin_bridge.engines.similarities import SIMILARITIES, PostingStats
 from es_plugin_bridge.errors import UserError
 
 SAMPLES = Path(__file__).resolve().parents[1] / "es_plugin_bridge" / "samples" / "askubuntu-pairs"
@@ -182,3 +184,63 @@ def test_defaults_are_elasticsearchs():
     assert (ib["normalization.h1.c"], ib["normalization.h2.c"], ib["normalization.h3.c"],
             ib["normalization.z.z"]) == (1.0, 1.0, 800.0, 0.3)
     assert "DFR(basic_model='g'" in repr(make_similarity("dfr"))
+
+
+@pytest.mark.parametrize(("name", "params", "message"), [
+    ("bm25", {"k1": -1}, "similarity 'bm25': parameter 'k1' must be a finite number >= 0, got -1"),
+    ("bm25", {"b": 2}, "similarity 'bm25': parameter 'b' must be in [0, 1], got 2"),
+    ("lmdirichlet", {"mu": 0}, "similarity 'lmdirichlet': parameter 'mu' must be a finite number > 0, got 0"),
+    ("lmjelinekmercer", {"lambda": 0},
+     "similarity 'lmjelinekmercer': parameter 'lambda' must be in (0, 1], got 0"),
+    ("dfr", {"normalization": "h1", "normalization.h1.c": -1},
+     "similarity 'dfr': parameter 'normalization.h1.c' must be a finite number >= 0, got -1"),
+    ("ib", {"normalization": "z", "normalization.z.z": 0.5},
+     "similarity 'ib': parameter 'normalization.z.z' must be in (0, 0.5), got 0.5"),
+    ("dfr", {"after_effect": "x"}, "similarity 'dfr': parameter 'after_effect' must be one of b, l, got 'x'"),
+    ("ib", {"normalization": "h2", "normalization.h1.c": 2},
+     "similarity 'ib': parameter 'normalization.h1.c' does not apply to normalization 'h2'"),
+])
+def test_a_refusal_states_the_rule(name, params, message):
+    with pytest.raises(UserError) as err:
+        make_similarity(name, **params)
+    assert str(err.value) == message
+
+
+def test_repr_lists_every_parameter():
+    assert repr(make_similarity("bm25")) == "BM25(k1=1.2, b=0.75)"
+    assert repr(make_similarity("lmjelinekmercer", lambda_=0.5)) == "LMJelinekMercer(lambda=0.5)"
+
+
+def _stats(norms: np.ndarray, freq: float = 1.0) -> PostingStats:
+    """One term in ``len(norms)`` documents, one posting each, with the given norm bytes."""
+    n = len(norms)
+    return PostingStats(freq=np.full(n, freq, dtype=np.float32), norm=norms.astype(np.uint8),
+                        term=np.zeros(n, dtype=np.int64), doc_freq=np.array([n]),
+                        total_term_freq=np.array([int(n * freq)]), doc_count=n + 10,
+                        sum_total_term_freq=int(LENGTH_TABLE[norms].sum()) + 100)
+
+
+@pytest.mark.parametrize("name", SIMILARITIES)
+def test_every_similarity_scores_in_float32_like_lucene(name):
+    scores = make_similarity(name).score(_stats(np.arange(1, 256)), boost=2.0)
+    assert scores.dtype == np.float32 and scores.shape == (255,) and np.isfinite(scores).all()
+
+
+def test_tfidf_length_norm_is_lucenes_for_every_norm_byte_and_the_empty_one():
+    norms = np.arange(0, 256)
+    scores = make_similarity("tfidf").score(_stats(norms, freq=4.0))
+    stats = _stats(norms, freq=4.0)
+    idf = np.float32(np.log((stats.doc_count + 1.0) / (stats.doc_freq[0] + 1.0)) + 1.0)
+    norm = (1.0 / np.sqrt(LENGTH_TABLE[1:].astype(np.float64))).astype(np.float32)  # (float) (1/Math.sqrt)
+    np.testing.assert_array_equal(scores[1:], (np.float32(2.0) * idf) * norm)
+    # Byte 0 (no length) is Lucene's 1 / norm(255), not infinity.
+    assert scores[0] == (np.float32(2.0) * idf) * (np.float32(1) / norm[-1])
+
+
+def test_tfidf_on_a_one_word_document(docs):
+    one = [["wifi"], ["wifi", "drops"], *docs]
+    index = EmbeddedIndex.build(one, "tfidf")
+    n = sum(1 for d in one if d)
+    df = sum(1 for d in one if "wifi" in d)
+    (got,) = index.score(["wifi"], ["0"])
+    assert got == pytest.approx(1 + math.log((n + 1) / (df + 1)), rel=1e-6)  # sqrt(1) * idf / sqrt(1)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
 import pytest
 
 from es_plugin_bridge.text import Preprocessor, TextOptions, tokenize
-from es_plugin_bridge.text.tokenize import CODE_MARK, DATE_MARK, URL_MARK
+from es_plugin_bridge.text.tokenize import CODE_MARK, DATE_MARK, URL_MARK, _combining_marks
 
 
 @pytest.mark.parametrize(
@@ -74,3 +75,10 @@ def test_one_character_and_connector_edges() -> None:
     assert tokenize("a") == ["a"] and tokenize("7") == ["7"] and tokenize("-") == []
     assert tokenize("a..b a--b a''b") == ["a", "b", "a", "b", "a", "b"]
     assert tokenize("1,2 a,b 1, 2") == ["1,2", "a", "b", "1", "2"]
+
+
+def test_the_combining_mark_class_is_exactly_the_marks_of_the_bmp() -> None:
+    # Called here, not only at import, so that a wrong class (a range cut short, a mark left out) fails.
+    mark_class = re.compile(f"[{_combining_marks()}]")
+    got = {cp for cp in range(0x10000) if mark_class.fullmatch(chr(cp))}
+    assert got == {cp for cp in range(0x10000) if unicodedata.category(chr(cp)).startswith("M")}

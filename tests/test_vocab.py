@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from importlib import resources
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -240,6 +242,48 @@ def test_save_replaces_atomically_and_leaves_no_temporary_file(tmp_path):
     vocab.save(path)
     assert Vocabulary.load(path).tokens == [PAD, UNK, "é"] and "é" in path.read_text(encoding="utf-8")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["vocab.json"]
-    with pytest.raises(TypeError):
-        Vocabulary([PAD, UNK, "x"], [0, 1, object()], [0, 1, 1], n_docs=1).save(tmp_path / "bad.json")
+    broken = Vocabulary([PAD, UNK, "x"], [0, 1, 1], [0, 1, 1], n_docs=1)
+    broken.tokens.append(object())  # json.dump fails half-way through the temporary file
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        broken.save(tmp_path / "bad.json")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["vocab.json"]
+
+
+def test_save_writes_a_hidden_temporary_file_beside_the_target(tmp_path, monkeypatch):
+    """Beside it, so the final rename stays on one file system (atomic); hidden, so no reader takes it."""
+    renames = []
+    real_replace = os.replace
+    monkeypatch.setattr(os, "replace", lambda src, dst: (renames.append((Path(src), Path(dst))),
+                                                         real_replace(src, dst))[1])
+    target = tmp_path / "models" / "vocab.json"
+    target.parent.mkdir()
+    Vocabulary([PAD, UNK, "a"], [0, 1, 2], [0, 1, 1], n_docs=2).save(target)
+    ((src, dst),) = renames
+    assert dst == target and src.parent == target.parent
+    assert src.name.startswith(".vocab.json.") and src.name.endswith(".tmp")
+    monkeypatch.chdir(tmp_path / "models")
+    Vocabulary([PAD, UNK], [0, 0], [0, 0], n_docs=0).save("here.json")  # a bare name: the current dir
+    assert renames[-1][0].parent.resolve() == (tmp_path / "models").resolve()
+    assert Vocabulary.load(tmp_path / "models" / "here.json").tokens == [PAD, UNK]
+
+
+def test_arrays_are_int64_ids_and_masks_and_float32_weights(docs):
+    vocab = Vocabulary.build(docs, min_count=2)
+    for ids, mask in (vocab.encode(docs[0], max_len=4), vocab.encode_batch(docs[:3]),
+                      vocab.encode_batch(docs[:3], max_len=2)):
+        assert ids.dtype == np.int64 and mask.dtype == np.int64
+    assert idf_ln(np.array([1, 2]), 4).dtype == np.float32
+    np.testing.assert_allclose(idf_ln([1, 3], 4), [np.log(4), np.log(4 / 3)], rtol=1e-6)  # a list works
+
+
+def test_a_file_that_is_not_json_names_the_field_and_the_reason(tmp_path):
+    path = tmp_path / "vocab.json"
+    path.write_text('{"format": ', encoding="utf-8")
+    with pytest.raises(DataFormatError) as err:
+        Vocabulary.load(path)
+    assert (err.value.path, err.value.where) == (str(path), "json")
+    assert err.value.problem.startswith("Expecting value")
+    path.write_bytes(b"\xff\xfe not utf-8")
+    with pytest.raises(DataFormatError) as err:
+        Vocabulary.load(path)
+    assert err.value.where == "json" and "utf-8" in err.value.problem
