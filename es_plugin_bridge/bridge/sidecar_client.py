@@ -3,9 +3,14 @@ caller falls back to the first-stage order); a request the sidecar refuses is a 
 (a wrong token or a model without β for the first stage is a configuration mistake to report,
 not an outage to hide).
 
-``timeout`` bounds the whole call — connecting, sending, and every byte of the answer — not each socket
-read: a sidecar trickling one byte a second would otherwise hold a search for as long as it likes. A
-watchdog shuts the socket down at the deadline. A truncated or unreadable answer is an outage too.
+``timeout`` bounds the whole call — resolving, connecting, sending, and every byte of the answer — not
+each socket read: a sidecar trickling one byte a second would otherwise hold a search for as long as it
+likes. The call runs on its own thread and the caller stops waiting at the deadline, whatever the server
+does (keep-alive or close, HTTP/1.0 or 1.1, chunked, trickled headers or body); the deadline then shuts
+down the call's socket so the thread ends too. The socket is the call's own reference: ``http.client``
+sets the connection's ``sock`` to None once an answer will close the connection (HTTP/1.0, ``Connection:
+close``), so a watchdog that looked there found nothing to shut down. A truncated or unreadable answer
+is an outage too.
 Documents the sidecar cannot take (a blank title) are left out of the request and ranked last, so one
 bad corpus entry does not cost the whole window its reranking. Proxy variables are not consulted (the
 sidecar is a neighbour of its caller).
@@ -32,6 +37,61 @@ class SidecarUnavailable(Exception):
     """The sidecar did not answer usefully in time (connection refused, timeout, 5xx, bad body)."""
 
 
+#: Seconds past the deadline that an abandoned call's socket operations may still take.
+_THREAD_GRACE_S = 1.0
+
+
+class _Call:
+    """One POST, run on a worker thread: the caller waits on ``done`` for as long as its deadline allows
+    and then calls :meth:`abort`, which shuts down the socket this call holds (its own reference)."""
+
+    def __init__(self, conn: http.client.HTTPConnection, path: str, data: bytes,
+                 headers: dict[str, str]) -> None:
+        self.conn, self.path, self.data, self.headers = conn, path, data, headers
+        self.done = threading.Event()
+        self.answer: tuple[int, bytes] | None = None
+        self.error: SidecarUnavailable | None = None
+        self._lock = threading.Lock()
+        self._sock: socket.socket | None = None
+        self._aborted = False
+
+    def run(self) -> None:
+        conn, resp = self.conn, None
+        try:
+            try:
+                conn.connect()
+            except OSError as exc:
+                raise SidecarUnavailable(f"sidecar unreachable: {exc}") from None
+            with self._lock:
+                self._sock = conn.sock
+                if self._aborted:  # connected after the deadline: send nothing
+                    return
+            conn.request("POST", self.path, body=self.data, headers=self.headers)
+            resp = conn.getresponse()
+            self.answer = (resp.status, resp.read())
+        except SidecarUnavailable as exc:
+            self.error = exc
+        except http.client.IncompleteRead as exc:
+            self.error = SidecarUnavailable(f"sidecar answer truncated ({len(exc.partial)} bytes, "
+                                            f"{exc.expected} more expected)")
+        except (OSError, http.client.HTTPException) as exc:
+            self.error = SidecarUnavailable(f"sidecar answer unreadable: {exc!r}")
+        finally:
+            if resp is not None:
+                resp.close()
+            conn.close()
+            self.done.set()
+
+    def abort(self) -> None:
+        """Make the worker's next (or current) socket operation fail, whichever it is in."""
+        with self._lock:
+            self._aborted = True
+            sock = self._sock
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+
 class SidecarClient:
     def __init__(self, url: str, *, token: str | None = None, timeout: float = 2.0) -> None:
         if not url.startswith(("http://", "https://")):
@@ -48,54 +108,25 @@ class SidecarClient:
         self.timeout = timeout
 
     def _post(self, path: str, body: dict) -> tuple[int, bytes]:
-        """(status, body) of one POST, all of it within ``timeout`` seconds."""
+        """(status, body) of one POST, all of it within ``timeout`` seconds (SidecarUnavailable else)."""
         data = json.dumps(body).encode()
         headers = {"Content-Type": "application/json"}
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
         kind = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
-        conn = kind(self._host, self._port, timeout=self.timeout)
-        expired = threading.Event()
-
-        def abort() -> None:
-            expired.set()
-            if conn.sock is not None:
-                with contextlib.suppress(OSError):
-                    conn.sock.shutdown(socket.SHUT_RDWR)
-
-        timer = threading.Timer(self.timeout, abort)
-        timer.daemon = True
-        timer.start()
-        timed_out = SidecarUnavailable(f"sidecar timed out after {self.timeout} s")
-        try:
-            try:
-                conn.connect()
-            except OSError as exc:
-                if expired.is_set() or isinstance(exc, TimeoutError):
-                    raise timed_out from None
-                raise SidecarUnavailable(f"sidecar unreachable: {exc}") from None
-            if expired.is_set():  # connected after the deadline, before the watchdog could see a socket
-                raise timed_out
-            conn.request("POST", self._prefix + path, body=data, headers=headers)
-            resp = conn.getresponse()
-            payload = resp.read()
-        except TimeoutError:
-            raise timed_out from None
-        except http.client.IncompleteRead as exc:
-            if expired.is_set():
-                raise timed_out from None
-            raise SidecarUnavailable(f"sidecar answer truncated ({len(exc.partial)} bytes, "
-                                     f"{exc.expected} more expected)") from None
-        except (OSError, http.client.HTTPException) as exc:
-            if expired.is_set():
-                raise timed_out from None
-            raise SidecarUnavailable(f"sidecar answer unreadable: {exc!r}") from None
-        finally:
-            timer.cancel()
-            conn.close()
-        if expired.is_set():  # the watchdog fired as the last byte came in
-            raise timed_out
-        return resp.status, payload
+        # The socket's own timeout (longer than the deadline, so the deadline is always what the caller
+        # sees) only ends an abandoned call's thread where abort() has no socket yet: still connecting.
+        conn = kind(self._host, self._port, timeout=self.timeout + _THREAD_GRACE_S)
+        call = _Call(conn, self._prefix + path, data, headers)
+        worker = threading.Thread(target=call.run, name="sidecar-call", daemon=True)
+        worker.start()
+        if not call.done.wait(self.timeout):
+            call.abort()
+            raise SidecarUnavailable(f"sidecar timed out after {self.timeout} s")
+        if call.error is not None:
+            raise call.error
+        assert call.answer is not None
+        return call.answer
 
     def rerank(
         self,
