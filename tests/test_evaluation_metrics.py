@@ -224,3 +224,19 @@ def test_a_relevant_id_outside_the_judged_set_is_still_judged_relevant():
     values = per_query([Judged("q", ["a", "b"], frozenset({"b", "x"}), judged=frozenset({"a", "b"}))],
                        RERANK_MEASURES)
     assert values["q"]["map"] == pytest.approx(0.25)  # b at rank 2 (precision 1/2), x never: (0.5 + 0) / 2
+
+
+#: The README's table "Rerank, SemEval-2016 Task 3 dev": every figure the project prints for it.
+README_RERANK = {
+    "given": (71.35, 76.67, 70.00, 54.40, 42.80), "bm25": (70.19, 80.17, 76.00, 54.80, 42.80),
+    "lmdirichlet": (68.48, 76.00, 68.00, 56.00, 42.80),
+    "lmjelinekmercer": (65.78, 75.00, 68.00, 52.00, 42.80),
+    "dfr": (66.13, 73.83, 66.00, 52.00, 42.80), "ib": (67.45, 75.33, 68.00, 52.40, 42.80),
+    "tfidf": (67.71, 74.00, 66.00, 54.00, 42.80),
+}
+
+
+def test_the_readme_rerank_table_is_what_the_evaluation_reports(dev_queries, tokens):
+    figures = evaluate_rerank(dev_queries, list(README_RERANK), tokens, show_progress=False).as_json()
+    assert {name: tuple(values.values()) for name, values in figures["rankers"].items()} == README_RERANK
+    assert list(figures["rankers"]["given"]) == ["map", "mrr", "p@1", "p@5", "p@10"]
