@@ -53,6 +53,9 @@ def test_openapi_declares_the_bearer_scheme_and_which_paths_need_it(model):
         if path not in ("/healthz", "/readyz"):
             op = next(iter(item.values()))
             assert "security" not in op and "401" in op["responses"], path
+    open_doc = create_app(model).test_client().get("/openapi.json").json  # served without a token
+    assert "security" not in open_doc and "securitySchemes" not in open_doc["components"]
+    assert not any("401" in op["responses"] for item in open_doc["paths"].values() for op in item.values())
 
 
 # -- the app's own refusals ------------------------------------------------------------------------

@@ -224,6 +224,6 @@ def create_app(
 
     @app.get("/openapi.json")
     def openapi() -> Response:
-        return jsonify(openapi_document())
+        return jsonify(openapi_document(secured=bool(token)))
 
     return app

@@ -1,7 +1,8 @@
 """``GET /openapi.json``: the API described from the same pydantic models that validate it.
 
-Every operation requires the bearer token (``security``) but ``/healthz`` and ``/readyz``, which
+Served with a token, every operation requires it (``security``) but ``/healthz`` and ``/readyz``, which
 override it with ``security: []``: a generated client then sends the token where the server asks it.
+Served without one, the document says so by declaring no requirement (and no 401s).
 """
 
 from __future__ import annotations
@@ -72,8 +73,8 @@ def _query_parameters(model: type[RerankParams]) -> list[dict[str, Any]]:
     return params
 
 
-def openapi_document() -> dict[str, Any]:
-    """OpenAPI 3.1 document of the sidecar."""
+def openapi_document(secured: bool = True) -> dict[str, Any]:
+    """OpenAPI 3.1 document of the sidecar; ``secured``: the server requires a bearer token."""
     models = [(m, "validation") for m in (RerankRequest, RerankV2Request, EmbedRequest)]
     models += [(m, "serialization") for m in (RerankResponse, RerankV2Response, EmbedResponse, ErrorResponse)]
     _, schemas = models_json_schema(models, ref_template=_REF)
@@ -84,12 +85,14 @@ def openapi_document() -> dict[str, Any]:
 
     def get(summary: str, guarded: bool = True) -> dict[str, Any]:
         responses: dict[str, Any] = {"200": {"description": "OK"}}
-        if guarded:
+        if guarded and secured:
             responses["401"] = {"description": "missing or wrong bearer token", **_body("ErrorResponse")}
+            return {"get": {"summary": summary, "responses": responses}}
+        if not secured:
             return {"get": {"summary": summary, "responses": responses}}
         return {"get": {"summary": summary, "security": [], "responses": responses}}
 
-    return {
+    document = {
         "openapi": "3.1.0",
         "info": {"title": "esrerank sidecar", "version": __version__},
         "paths": {
@@ -109,9 +112,13 @@ def openapi_document() -> dict[str, Any]:
             "/metrics": get("Prometheus metrics"),
             "/openapi.json": get("This document"),
         },
-        "security": [{"bearer": []}],
-        "components": {
-            "schemas": schemas["$defs"],
-            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-        },
+        "components": {"schemas": schemas["$defs"]},
     }
+    if secured:
+        document["security"] = [{"bearer": []}]
+        document["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
+    else:
+        for item in document["paths"].values():
+            for op in item.values():
+                op["responses"].pop("401", None)
+    return document
