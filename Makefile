@@ -1,4 +1,5 @@
-# The README's two commands: `make demo` and `make test`.
+# The README's two commands: `make demo` and `make test` (ruff, the docs site built with --strict into
+# the git-ignored site/, then the tests).
 # Each creates .venv when it is missing and installs the project into it. torch is installed FIRST with
 # an exact pin: torch==2.13.0 is the CPU build on this machine's disk; a looser pin would let pip pick a
 # multi-GB CUDA build. The install is redone only when pyproject.toml changes (stamp file).
@@ -17,6 +18,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	bash .ci/java_jars.sh
 	$(BIN)/ruff check .
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir site
 	$(BIN)/pytest -q -rs
 
 install: $(STAMP)

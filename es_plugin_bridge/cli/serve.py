@@ -15,7 +15,7 @@ import click
 
 from es_plugin_bridge.errors import UserError
 
-#: Defaults measured on the 2-core machine of the benchmarks (benchmarks/sidecar.py, README): see there.
+#: Defaults measured on the 2-core machine of the benchmarks (benchmarks/sidecar.py, docs/sidecar-api.md).
 #: (The cache size repeats serving.service.DEFAULT_CACHE_SIZE, not imported so `esrerank --help` stays light.)
 DEFAULT_THREADS = 2
 DEFAULT_ONNX_THREADS = 1

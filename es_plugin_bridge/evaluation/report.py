@@ -140,7 +140,7 @@ def print_result(result: TaskResult, console: Console | None = None, title: str 
 
 
 def markdown_table(result: TaskResult) -> str:
-    """The same figures as a Markdown table (for the README and the demo summary)."""
+    """The same figures as a Markdown table (for the docs and the demo summary)."""
     data = result.as_json()["rankers"]
     lines = ["| ranker | " + " | ".join(result.metric_names) + " |",
              "| --- | " + " | ".join("---:" for _ in result.metric_names) + " |"]

@@ -109,7 +109,7 @@ class ModelType:
 
 def _best(paper: Recipe, **changes: Any) -> Recipe:
     """The measured default of a paper type: the paper's loss, word2vec on the training text, a
-    10-minute budget checked every 640 examples with patience 5 (README, "Default recipes")."""
+    10-minute budget checked every 640 examples with patience 5 (docs/training.md, "Default recipes")."""
     return replace(paper, **{"word2vec": True, "epochs": 1000, "time_budget": 600.0, "patience": 5,
                              "examples_per_epoch": 640, **changes})
 
@@ -124,8 +124,8 @@ _BOW_CNN_PAPER = Recipe("logistic", "sgd", 0.01)
 _CNN_PAPER = Recipe("logistic", "sgd", 0.05)
 # In-batch negatives (MultipleNegativesRankingLoss), AdamW with a short warm-up; the dev score of the
 # pretrained model (epoch 0) competes with every fine-tuned epoch.
-# Measured on the demo's AskUbuntu split (README, "The transformer type"): lr 2e-5 with the symmetric
-# loss raised dev MAP over the pretrained model where 1e-4 with BM25 hard negatives lowered it.
+# Measured on the demo's AskUbuntu split (docs/training.md, "The transformer type"): lr 2e-5 with the
+# symmetric loss raised dev MAP over the pretrained model where 1e-4 with BM25 hard negatives lowered it.
 _TRANSFORMER = Recipe("in-batch", "adamw", 2e-5, clip=1.0, batch_size=32, warmup=50, examples_per_epoch=3200,
                       epochs=1000, time_budget=900.0, patience=3)
 

@@ -45,6 +45,12 @@ def _scorer(context: RankerContext) -> Any:
     return scorer
 
 
+def preloaded(scorer: Any) -> dict[str, object]:
+    """A ``RankerContext.shared`` holding a scorer built (and its collection encoded) beforehand, so a run
+    reuses those encodings instead of encoding the collection again."""
+    return {_SCORER: scorer}
+
+
 def _fusion_weights(context: RankerContext, scorer: Any) -> dict[str, dict[str, float]]:
     """β per first stage: the exported config's ``beta.fusion``, or the checkpoint's ``fusion``."""
     from es_plugin_bridge.serving.scorer import ExportedScorer

@@ -1,6 +1,6 @@
 """Each model type's training recipe, read from its registry entry (``models.registry``).
 
-``--recipe best`` (the default) is the best this project measured per type (README, "Default
+``--recipe best`` (the default) is the best this project measured per type (docs/training.md, "Default
 recipes"); ``--recipe paper`` the paper's own, listed here:
 - bow-cnn, cnn: dos Santos et al. 2015 — logistic ranking loss (γ = 10, hardest of 20 negatives),
   SGD with lr 0.01 (BOW-CNN) / 0.05 (CNN), Table 2.
