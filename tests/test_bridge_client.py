@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import socket
 import threading
 import time
@@ -112,6 +113,21 @@ def test_an_error_detail_is_cut_to_300_characters(sidecar, questions):
     with pytest.raises(SidecarUnavailable) as err:
         SidecarClient(sidecar.url).rerank(questions[0], questions[1:3])
     assert str(err.value) == "sidecar answered 500: " + "x" * 300
+    sidecar.answer("400 Bad Request", b"y" * 1000)
+    with pytest.raises(UserError) as refused:
+        SidecarClient(sidecar.url).rerank(questions[0], questions[1:3])
+    assert str(refused.value) == "sidecar refused the request (400): " + "y" * 300
+
+
+@pytest.mark.parametrize(("status", "error", "prefix"), [
+    ("502 Bad Gateway", SidecarUnavailable, "sidecar answered 502: "),
+    ("403 Forbidden", UserError, "sidecar refused the request (403): "),
+])
+def test_an_error_body_that_is_not_utf8_is_reported_not_a_crash(status, error, prefix, sidecar, questions):
+    sidecar.answer(status, b"\xff\xfeproxy says no")  # a proxy's latin-1 page, say
+    with pytest.raises(error) as err:
+        SidecarClient(sidecar.url).rerank(questions[0], questions[1:3])
+    assert str(err.value) == prefix + "\ufffd\ufffdproxy says no"
 
 
 def test_the_request_carries_the_documents_scores_token_and_path(sidecar, questions):
@@ -140,7 +156,8 @@ def test_a_path_prefix_in_the_url_is_kept(sidecar, questions):
     assert sidecar.requests[-1]["path"] == "/rerank-proxy/v1/rerank"
 
 
-def test_documents_without_a_title_are_left_out_and_ranked_last_in_their_order(sidecar, questions):
+def test_documents_without_a_title_are_left_out_and_ranked_last_in_their_order(sidecar, questions, caplog):
+    caplog.set_level(logging.INFO, logger="es_plugin_bridge.bridge.sidecar_client")
     sidecar.answer("200 OK", best_last)
     sidecar.requests.clear()
     blank_a, blank_b = Question("blank-a", "  ", "some body"), Question("blank-b", "", "")
@@ -150,13 +167,15 @@ def test_documents_without_a_title_are_left_out_and_ranked_last_in_their_order(s
     sent = sidecar.requests[-1]["json"]
     assert [d["id"] for d in sent["documents"]] == [q.id for q in questions[1:4]]
     assert sent["first_stage_scores"] == [8.0, 7.0, 5.0]  # the scores of the documents sent, in order
+    assert [r.getMessage() for r in caplog.records] == ["2 of 5 documents have no title; ranked last"]
 
 
 def test_nothing_to_rerank_is_an_outage_before_any_request(sidecar, questions):
     sidecar.requests.clear()
-    with pytest.raises(SidecarUnavailable, match="no title"):
+    with pytest.raises(SidecarUnavailable, match="^the query has no title; the sidecar cannot score it$"):
         SidecarClient(sidecar.url).rerank(Question("q", " ", "body only"), questions[1:3])
-    with pytest.raises(SidecarUnavailable, match="no document has a title"):
+    with pytest.raises(SidecarUnavailable,
+                       match="^no document has a title; nothing for the sidecar to rerank$"):
         SidecarClient(sidecar.url).rerank(questions[0], [Question("d", "", "x")])
     assert sidecar.requests == []
 
@@ -167,7 +186,7 @@ def test_nothing_to_rerank_is_an_outage_before_any_request(sidecar, questions):
     (b'{"results": [{"index": 0}]}', "lacks results"),
     (b'{"results": [{"index": "first", "relevance_score": 1}]}', "lacks results"),
     (b'{"results": [{"index": 0, "relevance_score": 1}, {"index": 0, "relevance_score": 1}]}',
-     "exactly once"),
+     "^sidecar answer does not score every document exactly once$"),
     (b'{"results": [{"index": 0, "relevance_score": 1}]}', "exactly once"),
     (b'{"results": [{"index": 0, "relevance_score": 1}, {"index": 2, "relevance_score": 1}]}',
      "exactly once"),
@@ -242,6 +261,7 @@ def test_the_smallest_timeout_and_the_url_parts_are_kept():
     client = SidecarClient("https://reranker.internal:8443/base/", token="t", timeout=1e-3)
     assert (client.url, client.timeout, client.token) == ("https://reranker.internal:8443/base", 1e-3, "t")
     assert SidecarClient("http://localhost").timeout == 2.0  # the documented default
+    assert SidecarClient("http://localhost/PREFIX//").url == "http://localhost/PREFIX"  # only slashes go
 
 
 def test_a_sidecar_that_never_accepts_the_connection_times_out_at_the_deadline(questions):
