@@ -23,7 +23,7 @@ def problem(model_dir: Path, host_path: str) -> str | None:
         return None
     where = f"{host_path} (relative to docker/)" if not host_path.startswith("/") else host_path
     return (f"error: no exported model in {where}, the ESRERANK_MODEL_DIR mounted at {model_dir}: "
-            "create it with `make demo` (it writes runs/demo/model-onnx), or run "
+            "create it with `make demo` (it writes runs/demo/transformer-onnx), or run "
             "`esrerank export-onnx CHECKPOINT_DIR --out DIR` and set ESRERANK_MODEL_DIR=DIR "
             "(remove any empty directory Docker left at the path first)")
 

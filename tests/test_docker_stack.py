@@ -86,9 +86,9 @@ def test_compose_every_path_exists(compose):
                 path = (DOCKER / source).resolve()
                 if "ESRERANK_MODEL_DIR" in volume:
                     # The default is the model `make demo` exports; ESRERANK_MODEL_DIR points elsewhere.
-                    assert path == ROOT / "runs" / "demo" / "model-onnx"
+                    assert path == ROOT / "runs" / "demo" / "transformer-onnx"
                     demo = (ROOT / "es_plugin_bridge" / "cli" / "demo.py").read_text()
-                    assert 'default=Path("runs/demo")' in demo and '"model-onnx"' in demo
+                    assert 'default=Path("runs/demo")' in demo and '"transformer-onnx"' in demo
                 else:
                     assert path.exists(), f"{name}: {volume}"
             else:
@@ -203,7 +203,7 @@ def test_a_missing_model_directory_stops_the_sidecar_in_one_line(compose, export
     assert entry[4:8] == ["esrerank", "serve", "/model", "--host"]  # the image's own ENTRYPOINT after it
     assert "./check_model.py:/checks/check_model.py:ro" in sidecar["volumes"]
     host = _resolve(sidecar["environment"]["ESRERANK_MODEL_DIR_ON_HOST"])
-    assert host == "../runs/demo/model-onnx"
+    assert host == "../runs/demo/transformer-onnx"
     assert {"setup", "opensearch-setup"} <= {name for name, s in compose["services"].items()
                                              if s.get("depends_on", {}).get("sidecar", {}).get("condition")
                                              == "service_healthy"}

@@ -7,7 +7,7 @@ connector's URL and nothing else; the connector's request body, filled the way m
 exported model) and answers one float score per document, as ``connector.post_process.cohere.rerank``
 needs; the pipeline sends one field holding title and body (``rerank_text``, as Elasticsearch's native
 mode) and reads only fields the index maps; apply.py waits for ``model_state: DEPLOYED``; the two
-ml-commons limits the README states hold as restated here from ml-commons' source. The parser
+ml-commons limits docs/opensearch.md states hold as restated here from ml-commons' source. The parser
 ml-commons reads the answers with is run for real in tests/test_opensearch_parser.py. With Docker: an
 OpenSearch container reranks through a sidecar container built from docker/sidecar.Dockerfile.
 """
@@ -141,7 +141,7 @@ def _payload_is_valid(payload: str) -> bool:
 
 
 def test_limit_a_json_object_query_with_quotes_is_an_invalid_payload(exported):
-    """ml-commons limit 1 (README, OpenSearch): restated from ConnectorUtils.escapeRemoteInferenceInputData,
+    """ml-commons limit 1 (docs/opensearch.md): restated from ConnectorUtils.escapeRemoteInferenceInputData,
     StringUtils.isJson and HttpConnector.createPayload (ml-commons 2.19 to 3.x). What a user can do:
     replace the query's double quotes by single quotes (or drop them); the sidecar's text pipeline drops
     quotes, so the scores are the same as the original query's."""
@@ -167,7 +167,7 @@ def test_limit_a_json_object_query_with_quotes_is_an_invalid_payload(exported):
 
 
 def test_limit_a_page_beyond_the_last_hit_fails_inside_ml_commons(exported):
-    """ml-commons limit 2 (README, OpenSearch): neural-search's ``MLOpenSearchRerankProcessor.
+    """ml-commons limit 2 (docs/opensearch.md): neural-search's ``MLOpenSearchRerankProcessor.
     rescoreSearchResponse`` sends the (empty) list of contexts of a page with no hits, and ml-commons'
     ``TextSimilarityInputDataSet`` constructor (common/src/main/java/org/opensearch/ml/common/dataset/
     TextSimilarityInputDataSet.java) throws "No text documents were provided" for an empty list, before
@@ -180,8 +180,7 @@ def test_limit_a_page_beyond_the_last_hit_fails_inside_ml_commons(exported):
     resp = app.post("/v1/rerank", json={"query": "q", "documents": []},
                     headers={"Authorization": f"Bearer {TOKEN}"})
     assert resp.status_code == 400 and resp.get_json()["field"] == "documents"
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## OpenSearch", 1)[1].split("\n## ", 1)[0]
+    section = (ROOT / "docs" / "opensearch.md").read_text(encoding="utf-8")
     assert "No text documents were provided" in section and "Invalid payload" in section
 
 
@@ -259,9 +258,8 @@ def test_apply_reports_an_unreachable_cluster_in_one_line(capsys):
     assert code == 2 and err.count("\n") == 1 and "unreachable" in err
 
 
-def test_readme_walks_through_the_same_files():
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## OpenSearch", 1)[1].split("\n## ", 1)[0]
+def test_the_docs_walk_through_the_same_files():
+    section = (ROOT / "docs" / "opensearch.md").read_text(encoding="utf-8")
     assert "2.15" in section
     for name in ("cluster-settings.json", "connector.json", "model.json", "search-pipeline.json", "apply.py"):
         assert name in section, name

@@ -1,7 +1,7 @@
 """Modes ``hybrid`` and ``hybrid-rrf``: candidates from the first stage *and* the model's vectors.
 
 Why: every other mode reranks the first stage's window, and a duplicate BM25 missed is never in it;
-the model's vectors find it (held-out AskUbuntu, README "The transformer type": ``hybrid`` and
+the model's vectors find it (held-out AskUbuntu, docs/training.md "The transformer type": ``hybrid`` and
 ``dense`` beat ``fused``). These modes give the in-process rankers' orders
 (``es_plugin_bridge/rankers/whole_collection.py``), per query:
 
