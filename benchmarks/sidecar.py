@@ -12,7 +12,12 @@ candidates (SemEval-2016 dev questions) for one real query:
   process): p50 and p99 at concurrency 1 and 16 with cached candidates (targets at 16 on 2 cores: p50 ≤
   5 ms, p99 ≤ 25 ms), requests per second, errors over 10,000 requests;
 - request threads × onnxruntime intra-op threads at concurrency 16, cached and uncached (the defaults);
-- peak RSS of the serving process for a large vocabulary (``--big-vocab DIR``; target ≤ 400 MB).
+- peak RSS of the serving process for a large vocabulary (``--big-vocab DIR``; target ≤ 400 MB);
+- for a transformer, with ``--st-floor DIR`` (a sentence-transformers model of the same architecture,
+  e.g. the shipped all-MiniLM-L6-v2): uncached rerank of 100 AskUbuntu titles over HTTP (cache off)
+  against sentence-transformers ``encode`` of the same 101 raw texts in this process, p50/p99 at
+  concurrency 1 and 16 and texts/s (``--only-st-floor`` runs this alone). infinity-emb, the other peer
+  of issue 15, is not measured: it is not installed here.
 
 Usage: ``python benchmarks/sidecar.py [--model DIR --checkpoint DIR]... [--big-vocab DIR]
 [--requests 10000]``. Prints the figures and writes ``benchmarks/sidecar.json``.
@@ -147,6 +152,52 @@ def torch_eager(checkpoint: Path, questions: list[Any], fixed: bool) -> Callable
             return model.encode(*args)
 
     return run
+
+
+# -- a transformer against sentence-transformers in process ----------------------------------------
+def askubuntu_titles(n: int, seed: int) -> list[str]:
+    path = ROOT / "es_plugin_bridge" / "samples" / "askubuntu-pairs" / "train_titles.tsv"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    titles = sorted({t.strip() for line in lines for t in line.split("\t")[1:] if t.strip()})
+    return random.Random(seed).sample(titles, n)
+
+
+def st_floor(model_dir: Path, st_dir: Path, total: int, onnx_threads: int) -> dict[str, Any]:
+    """Uncached rerank of 100 titles over HTTP vs sentence-transformers ``encode`` of the same texts.
+
+    Every request carries a query and 100 titles; the sidecar runs with ``--cache-size 0`` so each one
+    is encoded, as a new window would be. The floor encodes the same 101 raw strings in one call
+    (batch 128, torch on every core, the model's max_length), with no HTTP, JSON or scoring around it.
+    """
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    config = json.loads((model_dir / "config.json").read_text())
+    windows = [askubuntu_titles(CANDIDATES + 1, seed=100 + i) for i in range(40)]
+    st = SentenceTransformer(str(st_dir), device="cpu")
+    st.max_seq_length = config["tokenizer"]["max_length"]
+    timed(lambda: st.encode(windows[0], batch_size=128), repeat=5)  # warm-up
+    floor = [timed(lambda w=w: st.encode(w, batch_size=128), repeat=1)[0] for w in windows]
+    payloads = [_request(json.dumps({"query": w[0], "documents": w[1:]}).encode()) for w in windows]
+    sidecar = Sidecar(model_dir, "--cache-size", "0", "--onnx-threads", str(onnx_threads))
+    try:
+        load(sidecar.port, payloads[:4], 1, 4, "warm-up")
+        one = load(sidecar.port, payloads, 1, min(total, 200), "uncached c=1")
+        sixteen = load(sidecar.port, payloads, 16, total, "uncached c=16")
+    finally:
+        sidecar.close()
+    texts_per_s = round((CANDIDATES + 1) * 1000 / float(np.median(floor)), 1)
+    return {
+        "settings": {"sidecar": f"--cache-size 0 --onnx-threads {onnx_threads} --threads 2",
+                     "sentence_transformers": "encode(batch_size=128), torch threads "
+                                              f"{torch.get_num_threads()}, max_seq {st.max_seq_length}",
+                     "sidecar_graph": config.get("verification", {}).get("quantized") or "fp32",
+                     "st_model": str(st_dir)},
+        "st_encode_101_texts_ms": stats(floor), "st_texts_per_second": texts_per_s,
+        "http_uncached_concurrency_1": one, "http_uncached_concurrency_16": sixteen,
+        "http_texts_per_second_concurrency_16": round(sixteen["requests_per_second"] * (CANDIDATES + 1), 1),
+        "ratio_p50_http_c1_to_st": round(one["p50_ms"] / float(np.median(floor)), 2),
+    }
 
 
 # -- over HTTP ------------------------------------------------------------------------------------
@@ -385,6 +436,10 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=10_000, help="HTTP requests at concurrency 16")
     parser.add_argument("--repeat", type=int, default=30, help="in-process repetitions (cached: 10×)")
     parser.add_argument("--no-sweep", action="store_true", help="skip the thread sweep")
+    parser.add_argument("--st-floor", type=Path, help="a sentence-transformers model directory: the "
+                        "in-process floor for each transformer --model")
+    parser.add_argument("--only-st-floor", action="store_true", help="run only the --st-floor comparison")
+    parser.add_argument("--onnx-threads", type=int, default=1, help="the sidecar's in the --st-floor runs")
     args = parser.parse_args()
     models = args.model or [ROOT / "runs" / "demo" / "model-onnx"]
     checkpoints = args.checkpoint or ([ROOT / "runs" / "demo" / "model"] if not args.model else [])
@@ -399,6 +454,14 @@ def main() -> None:
         "candidates": CANDIDATES,
         "models": {},
     }
+    if args.only_st_floor:
+        if args.st_floor is None:
+            sys.exit("--only-st-floor needs --st-floor DIR")
+        report["st_floor"] = {str(d): st_floor(d, args.st_floor, min(args.requests, 400), args.onnx_threads)
+                              for d in models}
+        print(json.dumps(report["st_floor"], indent=2))
+        (HERE / "sidecar_st_floor.json").write_text(json.dumps(report, indent=2) + "\n")
+        return
     for directory, checkpoint in zip(models, checkpoints, strict=True):
         config = json.loads((directory / "config.json").read_text())
         entry = {"model_type": config["model_type"], "vocab_size": config["vocab_size"],
