@@ -292,3 +292,39 @@ def test_a_sidecar_that_never_accepts_the_connection_times_out_at_the_deadline(q
         listener.close()
         for filler in fillers:
             filler.close()
+
+
+def test_a_timed_out_call_leaves_no_worker_reading_the_trickle(questions):
+    """The caller gives up at the deadline and shuts the call's socket down: its worker thread ends
+    too, instead of reading a trickling answer for as long as the server goes on."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    stop = threading.Event()
+
+    def trickle() -> None:
+        conn, _ = listener.accept()
+        with conn, contextlib.suppress(OSError):
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n")
+            while not stop.wait(0.05):
+                conn.sendall(b" ")
+
+    server = threading.Thread(target=trickle, daemon=True)
+    server.start()
+    before = {t.ident for t in threading.enumerate()}
+    try:
+        host, port = listener.getsockname()
+        with pytest.raises(SidecarUnavailable, match="timed out"):
+            SidecarClient(f"http://{host}:{port}", timeout=0.3).rerank(questions[0], questions[1:3])
+        deadline = time.monotonic() + 5.0  # slack for a loaded 2-core machine; the trickle lasts 50 s
+        while time.monotonic() < deadline:
+            lingering = [t for t in threading.enumerate() if t.ident not in before and t.is_alive()]
+            if not lingering:
+                break
+            time.sleep(0.05)
+        assert not lingering, lingering
+    finally:
+        stop.set()
+        listener.close()
+        server.join(timeout=5)
