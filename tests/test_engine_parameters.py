@@ -244,3 +244,20 @@ def test_tfidf_on_a_one_word_document(docs):
     df = sum(1 for d in one if "wifi" in d)
     (got,) = index.score(["wifi"], ["0"])
     assert got == pytest.approx(1 + math.log((n + 1) / (df + 1)), rel=1e-6)  # sqrt(1) * idf / sqrt(1)
+
+
+@pytest.mark.parametrize("lam_kind", ["df", "ttf"])
+@pytest.mark.parametrize("distribution", ["ll", "spl"])
+def test_ib_at_lambda_one_uses_lucenes_nudged_lambda(docs, lam_kind, distribution):
+    """A word once in every document makes λ = (df + 1)/(N + 1) = (ttf + 1)/(N + 1) exactly 1, where SPL
+    would divide by zero: Lucene moves λ to the next float below 1 (df) or above 1 (ttf)."""
+    every = [[*d, "zzqxeverywhere"] for d in docs if d]
+    sim = {"distribution": distribution, "lambda": lam_kind, "normalization": "no"}
+    index = EmbeddedIndex.build(every, "ib", **sim)
+    lam = float(np.nextafter(np.float32(1), np.float32(0 if lam_kind == "df" else 2)))
+    for doc_no in (0, 5, len(every) - 1):
+        (got,) = index.score(["zzqxeverywhere"], [str(doc_no)])
+        tfn = 1.0
+        expected = (math.log((tfn + lam) / lam) if distribution == "ll"
+                    else -math.log((lam ** (tfn / (tfn + 1)) - lam) / (1 - lam)))
+        assert np.isfinite(got) and got == pytest.approx(expected, rel=1e-6), (got, expected)

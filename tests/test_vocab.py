@@ -194,45 +194,62 @@ def test_idf_ln_is_the_textbook_form_with_zero_for_unseen():
     assert idf_ln(np.array([2]), 4).dtype == np.float32
 
 
+SIX_TWICE = [PAD, UNK, *"abcdef", *"abcdef", "g"]
+
+
 @pytest.mark.parametrize(("tokens", "counts", "dfs", "message"), [
-    (["a", UNK], [0, 0], [0, 0], "starts with"),
-    ([PAD], [0], [0], "starts with"),
-    ([PAD, UNK, "a"], [0, 0], [0, 0, 0], "same length"),
-    ([PAD, UNK, "a"], [0, 0, 1], [0, 0], "same length"),
-    ([PAD, UNK, "a", "a"], [0, 0, 1, 1], [0, 0, 1, 1], "duplicate"),
+    (["a", UNK, "b"], [0, 0, 0], [0, 0, 0], "a vocabulary starts with '<pad>', '<unk>'; got ['a', '<unk>']"),
+    ([PAD], [0], [0], "a vocabulary starts with '<pad>', '<unk>'; got ['<pad>']"),
+    ([PAD, UNK, "a"], [0, 0], [0, 0, 0], "tokens, counts and doc_freqs must have the same length"),
+    ([PAD, UNK, "a"], [0, 0, 1], [0, 0], "tokens, counts and doc_freqs must have the same length"),
+    ([PAD, UNK, "a", "b", "a"], [0] * 5, [0] * 5, "duplicate tokens in vocabulary: ['a']"),
+    (SIX_TWICE, [0] * 15, [0] * 15, "duplicate tokens in vocabulary: ['a', 'b', 'c', 'd', 'e']"),
 ])
 def test_an_inconsistent_vocabulary_is_refused(tokens, counts, dfs, message):
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(ValueError) as err:
         Vocabulary(tokens, counts, dfs, n_docs=1)
+    assert str(err.value) == message
 
 
-@pytest.mark.parametrize(("edit", "field"), [
-    (lambda d: d.update(format="other"), "format"),
-    (lambda d: d.pop("format"), "format"),
-    (lambda d: d.update(version=2), "version"),
-    (lambda d: d.update(tokens="abc"), "tokens"),
-    (lambda d: d.update(counts=None), "counts"),
-    (lambda d: d.update(doc_freqs={}), "doc_freqs"),
-    (lambda d: d.update(n_docs="3"), "n_docs"),
-    (lambda d: d["tokens"].append(7), "tokens"),
-    (lambda d: d["counts"].append(7), "tokens"),
+NOT_A_VOCABULARY = "not a vocabulary file (expected format 'es_plugin_bridge.vocabulary')"
+
+
+@pytest.mark.parametrize(("edit", "field", "problem"), [
+    (lambda d: d.update(format="other"), "format", NOT_A_VOCABULARY),
+    (lambda d: d.pop("format"), "format", NOT_A_VOCABULARY),
+    (lambda d: d.update(version=2), "version", "unsupported version 2"),
+    (lambda d: d.update(tokens="abc"), "tokens", "missing or not a list"),
+    (lambda d: d.update(counts=None), "counts", "missing or not a list"),
+    (lambda d: d.update(doc_freqs={}), "doc_freqs", "missing or not a list"),
+    (lambda d: d.update(n_docs="3"), "n_docs", "missing or not a int"),
+    (lambda d: d["tokens"].append(7), "tokens", "every token must be a string"),
+    (lambda d: d["counts"].append(7), "tokens", "tokens, counts and doc_freqs must have the same length"),
 ])
-def test_a_malformed_file_names_the_field(edit, field):
+def test_a_malformed_file_names_the_field(edit, field, problem):
     data = Vocabulary([PAD, UNK, "a"], [0, 1, 2], [0, 1, 1], n_docs=2, min_count=2).to_dict()
     edit(data)
     with pytest.raises(DataFormatError) as err:
         Vocabulary.from_dict(data, "v.json")
-    assert field in str(err.value) and "v.json" in str(err.value)
+    assert (err.value.path, err.value.where, err.value.problem) == ("v.json", field, problem)
 
 
 def test_from_dict_round_trip_and_default_min_count():
     data = Vocabulary([PAD, UNK, "a"], [0, 1, 2], [0, 1, 1], n_docs=2, min_count=2).to_dict()
     assert data == {"format": "es_plugin_bridge.vocabulary", "version": 1, "min_count": 2, "n_docs": 2,
                     "tokens": [PAD, UNK, "a"], "counts": [0, 1, 2], "doc_freqs": [0, 1, 1]}
+    assert Vocabulary.from_dict(data).min_count == 2
     del data["min_count"]
     assert Vocabulary.from_dict(data).min_count == 1
-    with pytest.raises(DataFormatError, match="vocabulary"):
+    with pytest.raises(DataFormatError) as err:
         Vocabulary.from_dict([1, 2])
+    assert (err.value.path, err.value.where) == ("vocabulary", "format")
+
+
+def test_the_default_minimum_counts(docs):
+    assert Vocabulary([PAD, UNK], [0, 0], [0, 0], n_docs=0).min_count == 1
+    vocab = Vocabulary.build(docs)
+    counts = Counter(tok for d in docs for tok in d)
+    assert vocab.min_count == 2 and set(vocab.tokens[2:]) == {t for t, c in counts.items() if c >= 2}
 
 
 def test_save_replaces_atomically_and_leaves_no_temporary_file(tmp_path):
