@@ -474,32 +474,28 @@ class HybridRrfMode(_WindowsMode):
         window = max(k, self.window)
         timings: dict[str, float] = {}
         tokens = self.stage.tokens(query)
+        rrf = {"similarity": self.stage.similarity, "tokens": tokens, "window": window, "knn": self.knn,
+               "neural_similarity": self.neural_similarity, "rank_constant": self.rank_constant,
+               "only": only, "exclude": exclude}
         if self.in_elasticsearch and self.knn == "hnsw" and self.embed_endpoint and tokens:
             # Elasticsearch embeds the query through the index's text_embedding endpoint (the text goes
             # through the endpoint's template: rerank_text writes ${ as &#36;{)
             builder = {"text_embedding": {"model_id": self.embed_endpoint, "model_text": rerank_text(query)}}
-            retriever = rrf_retriever(
-                similarity=self.stage.similarity, tokens=tokens, vector=[],
-                neural_similarity=self.neural_similarity, knn=self.knn, window=window,
-                rank_constant=self.rank_constant, only=only, exclude=exclude, vector_builder=builder,
-            )
-            answer, timings["search"] = self._search(k, retriever=retriever, preference=self.preference)
-            hits = [(h["_id"], float(h["_score"])) for h in answer["hits"]["hits"]]
-            return ModeResult(hits, True, timings_ms=timings, request={"retriever": retriever})
+            return self._in_elasticsearch(k, rrf_retriever(**rrf, vector=[], vector_builder=builder), timings)
         embedding = self._embed(query, timings)
         vector = embedding["vector"]
         if self.in_elasticsearch and tokens and self._searchable(vector):
-            retriever = rrf_retriever(
-                similarity=self.stage.similarity, tokens=tokens, vector=vector,
-                neural_similarity=self.neural_similarity, knn=self.knn, window=window,
-                rank_constant=self.rank_constant, only=only, exclude=exclude,
-            )
-            answer, timings["search"] = self._search(k, retriever=retriever, preference=self.preference)
-            hits = [(h["_id"], float(h["_score"])) for h in answer["hits"]["hits"]]
-            return ModeResult(hits, True, timings_ms=timings, request={"retriever": retriever})
+            return self._in_elasticsearch(k, rrf_retriever(**rrf, vector=vector), timings)
         lists, lines = self._windows(tokens, vector, window, only, exclude, timings)
         hits = rrf_fuse([lists["first_stage"], lists["dense"]], k, self.rank_constant)
         return ModeResult(hits, True, timings_ms=timings, request={"msearch": lines})
+
+
+    def _in_elasticsearch(self, k: int, retriever: Body, timings: dict[str, float]) -> ModeResult:
+        """One search with the ``rrf`` retriever: Elasticsearch fuses both lists."""
+        answer, timings["search"] = self._search(k, retriever=retriever, preference=self.preference)
+        hits = [(h["_id"], float(h["_score"])) for h in answer["hits"]["hits"]]
+        return ModeResult(hits, True, timings_ms=timings, request={"retriever": retriever})
 
 
 def rrf_in_elasticsearch(cluster: Any) -> bool:
