@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from es_plugin_bridge.evaluation.compare import per_query_table
-from es_plugin_bridge.evaluation.report import atomic_path
+from es_plugin_bridge.evaluation.report import save_figure
 from es_plugin_bridge.evaluation.results import TaskResult
 
 #: Retrieval is judged on each ranker's top 10 (evaluation.retrieval.DEPTH).
@@ -62,9 +62,7 @@ def write_acc_at_k(result: TaskResult, path: Path, title: str, baseline: str = "
         ax.set_title(title, fontsize=10)
         ax.grid(alpha=0.3)
         ax.legend(fontsize="small", loc="upper left")
-        fig.tight_layout()
-        with atomic_path(path, suffix=".png") as tmp:
-            fig.savefig(tmp, format="png", dpi=120)
+        save_figure(fig, path, dpi=120)
     finally:
         plt.close(fig)
     return Path(path)
@@ -142,9 +140,7 @@ def write_win_loss(runs: Sequence[tuple[str, TaskResult, Sequence[str], Sequence
                         f"{better},\nlower for {worse} (green: {ranker} better, red: {baseline} better)",
                         fontsize=9)
         image.set_clim(0, max(1.0, float(np.nanmax(np.log1p(shown))) if np.any(grid) else 1.0))
-        fig.tight_layout()
-        with atomic_path(path, suffix=".png") as tmp:
-            fig.savefig(tmp, format="png", dpi=110)
+        save_figure(fig, path, dpi=110)
     finally:
         plt.close(fig)
     return Path(path)

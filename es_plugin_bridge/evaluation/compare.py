@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from es_plugin_bridge.errors import UserError
-from es_plugin_bridge.evaluation.report import atomic_path, write_atomic
+from es_plugin_bridge.evaluation.report import save_figure, write_atomic
 from es_plugin_bridge.evaluation.results import TaskResult
 
 BASELINE = "bm25"
@@ -205,9 +205,7 @@ def write_png(comparison: Comparison, path: Path, title: str = "") -> Path:
             ax.axis("off")
             ax.text(0.5, 0.5, "the rankers agree on every query", ha="center", va="center")
         fig.suptitle(title or f"{comparison.task}: {comparison.n_queries} queries")
-        fig.tight_layout()
-        with atomic_path(path, suffix=".png") as tmp:
-            fig.savefig(tmp, format="png", dpi=110)
+        save_figure(fig, path, dpi=110)
     finally:
         plt.close(fig)
     return Path(path)

@@ -13,7 +13,7 @@ import os
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -81,6 +81,13 @@ def atomic_path(path: Path, suffix: str = "") -> Iterator[Path]:
             os.unlink(tmp)
         raise
 
+
+
+def save_figure(fig: Any, path: Path, dpi: int = 120) -> None:
+    """Lay out a matplotlib figure and write it as PNG through :func:`atomic_path` (the caller closes it)."""
+    fig.tight_layout()
+    with atomic_path(path, suffix=".png") as tmp:
+        fig.savefig(tmp, format="png", dpi=dpi)
 
 def write_atomic(path: Path, write: Callable[[IO[str]], None]) -> Path:
     """Write a text file through ``write(handle)`` atomically."""
@@ -175,9 +182,7 @@ def write_plot(result: TaskResult, path: Path, title: str = "") -> Path:
         ax.set_title(title or f"{result.task}: {result.n_queries} queries")
         ax.legend(fontsize="small", ncols=min(len(names), 4))
         ax.grid(axis="y", alpha=0.3)
-        fig.tight_layout()
-        with atomic_path(path, suffix=".png") as tmp:
-            fig.savefig(tmp, format="png", dpi=120)
+        save_figure(fig, path, dpi=120)
     finally:
         plt.close(fig)
     return Path(path)
