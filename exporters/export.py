@@ -51,7 +51,7 @@ from es_plugin_bridge.serving.tokenizer import TOKENIZER
 from es_plugin_bridge.training import checkpoint as ckpt
 from es_plugin_bridge.training.featurize import Featurizer
 from es_plugin_bridge.training.scorer import NeuralScorer
-from exporters.manifest import write_manifest
+from es_plugin_bridge.core.manifest import write_manifest
 from exporters.onnx_graph import (
     INPUTS,
     OPSET,

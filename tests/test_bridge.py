@@ -15,7 +15,7 @@ import pytest
 from waitress.server import create_server
 
 from es_plugin_bridge.bridge import BridgeSearch, SidecarClient
-from es_plugin_bridge.data.readers import question_from_text
+from es_plugin_bridge.data.questions import question_from_text
 from es_plugin_bridge.data.spec import read_spec
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.errors import UserError

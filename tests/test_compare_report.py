@@ -22,7 +22,7 @@ from es_plugin_bridge.elastic.results import (
 )
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.evaluation.compare import compare, write_report
-from es_plugin_bridge.evaluation.metrics import RERANK_MEASURES, RETRIEVAL_MEASURES
+from es_plugin_bridge.measures import RERANK_MEASURES, RETRIEVAL_MEASURES
 
 SEMEVAL = (Path(__file__).resolve().parents[1] / "es_plugin_bridge" / "samples" / "semeval2016-task3"
            / "SemEval2016-Task3-CQA-QL-dev.xml")

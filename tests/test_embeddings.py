@@ -22,7 +22,7 @@ from es_plugin_bridge.training.embeddings import (
     save_embeddings,
     train_word2vec,
 )
-from es_plugin_bridge.training.vocab import PAD_ID, UNK_ID, Vocabulary
+from es_plugin_bridge.core.vocab import PAD_ID, UNK_ID, Vocabulary
 
 SEMEVAL_DEV = (
     resources.files("es_plugin_bridge") / "samples/semeval2016-task3/SemEval2016-Task3-CQA-QL-dev.xml"

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from es_plugin_bridge.data.readers._common import question_from_text
+from es_plugin_bridge.data.questions import question_from_text
 from es_plugin_bridge.data.spec import read_spec
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.elastic import mappings, pipeline

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from es_plugin_bridge.data.readers._common import split_title_body
+from es_plugin_bridge.data.questions import split_title_body
 from es_plugin_bridge.data.spec import read_spec
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.elastic import mappings

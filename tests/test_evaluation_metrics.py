@@ -11,7 +11,7 @@ import pytest
 from es_plugin_bridge.data.spec import read_spec
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.evaluation import evaluate_rerank
-from es_plugin_bridge.evaluation.metrics import (
+from es_plugin_bridge.measures import (
     RERANK_MEASURES,
     RETRIEVAL_MEASURES,
     Judged,

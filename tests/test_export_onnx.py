@@ -23,7 +23,7 @@ from es_plugin_bridge.serving import ModelDirectory
 from es_plugin_bridge.training.checkpoint import load_checkpoint
 from es_plugin_bridge.training.fusion import fuse
 from es_plugin_bridge.training.scorer import NeuralScorer
-from exporters.cli import main as export_main
+from es_plugin_bridge.cli.export import main as export_main
 
 SAMPLES = Path(__file__).resolve().parents[1] / "es_plugin_bridge" / "samples"
 SEMEVAL_DEV = SAMPLES / "semeval2016-task3" / "SemEval2016-Task3-CQA-QL-dev.xml"

@@ -63,7 +63,7 @@ def read_pairs(name: str, limit: int) -> list[tuple[int, str, str, str, str]]:
 
 class Vocab:
     """Word → id over the given texts; ids 0 and 1 are padding and the unknown word, as in
-    training.vocab.Vocabulary."""
+    core.vocab.Vocabulary."""
 
     def __init__(self, texts: list[str]) -> None:
         self.ids = {"<pad>": 0, "<unk>": 1}

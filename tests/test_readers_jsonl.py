@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from es_plugin_bridge.data.readers import question_from_text, question_id
+from es_plugin_bridge.data.questions import question_from_text, question_id
 from es_plugin_bridge.data.readers.jsonl import read_jsonl
 from es_plugin_bridge.errors import DataFormatError
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from readers_fixtures import TRAIN_TITLES, VAL, shared_file
 
-from es_plugin_bridge.data.readers import question_id, split_title_body
+from es_plugin_bridge.data.questions import question_id, split_title_body
 from es_plugin_bridge.data.readers.pairs import read_pairs
 from es_plugin_bridge.data.types import Dataset
 from es_plugin_bridge.errors import DataFormatError

@@ -109,7 +109,7 @@ def test_the_key_is_the_model_and_the_preprocessed_text(exported, models):
 
 
 def _question(text):
-    from es_plugin_bridge.data.readers import question_from_text
+    from es_plugin_bridge.data.questions import question_from_text
 
     return question_from_text(text)
 

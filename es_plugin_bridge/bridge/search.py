@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from es_plugin_bridge.bridge.sidecar_client import SidecarClient, SidecarUnavailable
-from es_plugin_bridge.data.readers._common import question_from_text
+from es_plugin_bridge.data.questions import question_from_text
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.engines.base import FirstStage
 from es_plugin_bridge.engines.embedded import EmbeddedEngine

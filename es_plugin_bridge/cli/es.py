@@ -307,7 +307,7 @@ def search_command(
     from rich.markup import escape
     from rich.table import Table
 
-    from es_plugin_bridge.data.readers._common import question_from_text
+    from es_plugin_bridge.data.questions import question_from_text
 
     text = " ".join(query)
     if not text.strip():

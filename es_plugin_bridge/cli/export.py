@@ -59,3 +59,15 @@ def export_onnx_command(
         )
         for name, size in result.files.items():
             click.echo(f"  {name:20s} {size:>12,d} bytes")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console script ``export-onnx``: the same command and error handling as ``esrerank export-onnx``
+    (user mistakes print one ``error: ...`` line and exit 2, never a traceback)."""
+    from es_plugin_bridge.cli.runner import run_command
+
+    run_command(export_onnx_command, argv, "export-onnx")
+
+
+if __name__ == "__main__":
+    main()

@@ -15,7 +15,7 @@ from typing import Any
 
 from es_plugin_bridge.data.types import RankingQuery
 from es_plugin_bridge.errors import UserError
-from es_plugin_bridge.evaluation.metrics import (
+from es_plugin_bridge.measures import (
     RERANK_MEASURES,
     Judged,
     aggregate,

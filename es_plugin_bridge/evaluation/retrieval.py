@@ -27,7 +27,7 @@ from typing import Any
 from es_plugin_bridge.data.types import Pair, Question
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.evaluation.clusters import DuplicateClusters
-from es_plugin_bridge.evaluation.metrics import (
+from es_plugin_bridge.measures import (
     RETRIEVAL_MEASURES,
     Judged,
     aggregate,

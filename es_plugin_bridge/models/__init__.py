@@ -17,7 +17,7 @@ _WHERE = {
     "PRETRAINABLE_TYPES": "registry",
     "REGISTRY": "registry",
     "Encoder": "base",
-    "hyper_defaults": "hyper",
+    "hyper_defaults": "registry",
     "TitleDecoder": "pretrain",
     "cosine_similarity": "similarity",
     "manhattan_similarity": "similarity",

@@ -6,14 +6,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from es_plugin_bridge.models.registry import MODEL_TYPES  # re-exported: the papers' types
-
-#: Ids the vocabulary reserves (training/vocab.py): padding and the one id of every unknown word.
-PAD_ID = 0
-UNK_ID = 1
-
-
-__all__ = ["MODEL_TYPES", "PAD_ID", "UNK_ID", "Encoder", "make_embedding"]
+__all__ = ["Encoder", "make_embedding"]
 
 
 class Encoder(nn.Module):

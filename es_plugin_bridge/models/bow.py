@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from es_plugin_bridge.models.base import UNK_ID
+from es_plugin_bridge.core.vocab import UNK_ID
 
 
 class WeightedBagOfWords(nn.Module):

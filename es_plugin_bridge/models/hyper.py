@@ -11,11 +11,9 @@ in ``models.registry``.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
-from es_plugin_bridge.errors import UserError
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class _Common(BaseModel):
@@ -83,34 +81,3 @@ class TransformerHyper(BaseModel):
     similarity: Literal["cosine"] = "cosine"
     text_combine: Literal["concat"] = "concat"
     symmetric: bool = True  # in-batch loss in both directions (q1 → q2 and q2 → q1; measured default)
-
-
-def hyper_class(model_type: str) -> type[BaseModel]:
-    """The hyper-parameter class of a registered type; UserError for an unknown type."""
-    from es_plugin_bridge.models.registry import model_type as entry  # registry imports this module
-
-    return entry(model_type).hyper
-
-
-def parse_hyper(model_type: str, hyper: dict[str, Any]) -> BaseModel:
-    """Validated hyper-parameters for ``model_type``; UserError naming the bad or unknown parameter."""
-    cls = hyper_class(model_type)
-    try:
-        return cls(**hyper)
-    except ValidationError as error:
-        first = error.errors()[0]
-        name = ".".join(str(part) for part in first["loc"]) or "?"
-        if first["type"] == "extra_forbidden":
-            known = ", ".join(sorted(cls.model_fields))
-            raise UserError(
-                f"unknown hyper-parameter {name!r} for model type {model_type!r} (known: {known})"
-            ) from None
-        raise UserError(
-            f"bad hyper-parameter {name!r} for model type {model_type!r}: {first['msg']} "
-            f"(got {first.get('input')!r})"
-        ) from None
-
-
-def hyper_defaults(model_type: str) -> dict[str, Any]:
-    """The default hyper-parameters of a model type, JSON-ready."""
-    return hyper_class(model_type)().model_dump(mode="json")

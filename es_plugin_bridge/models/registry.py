@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.models.hyper import (
@@ -182,5 +182,35 @@ def encoder_kwargs(entry: ModelType, hyper: BaseModel) -> dict[str, Any]:
     return {**kwargs, **entry.encoder_args}
 
 
+def hyper_class(name: str) -> type[BaseModel]:
+    """The hyper-parameter class of a registered type; UserError for an unknown type."""
+    return model_type(name).hyper
+
+
+def parse_hyper(model_type: str, hyper: dict[str, Any]) -> BaseModel:
+    """Validated hyper-parameters for ``model_type``; UserError naming the bad or unknown parameter."""
+    cls = hyper_class(model_type)
+    try:
+        return cls(**hyper)
+    except ValidationError as error:
+        first = error.errors()[0]
+        name = ".".join(str(part) for part in first["loc"]) or "?"
+        if first["type"] == "extra_forbidden":
+            known = ", ".join(sorted(cls.model_fields))
+            raise UserError(
+                f"unknown hyper-parameter {name!r} for model type {model_type!r} (known: {known})"
+            ) from None
+        raise UserError(
+            f"bad hyper-parameter {name!r} for model type {model_type!r}: {first['msg']} "
+            f"(got {first.get('input')!r})"
+        ) from None
+
+
+def hyper_defaults(model_type: str) -> dict[str, Any]:
+    """The default hyper-parameters of a model type, JSON-ready."""
+    return hyper_class(model_type)().model_dump(mode="json")
+
+
 __all__ = ["ALL_TYPES", "LOSS_NAMES", "MODEL_TYPES", "OPTIMIZERS", "PRETRAINABLE_TYPES", "RECIPE_NAMES",
-           "REGISTRY", "ModelType", "Recipe", "encoder_class", "encoder_kwargs", "model_type"]
+           "REGISTRY", "ModelType", "Recipe", "encoder_class", "encoder_kwargs", "hyper_class",
+           "hyper_defaults", "model_type", "parse_hyper"]

@@ -24,7 +24,7 @@ from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.models import registry
 from es_plugin_bridge.models.base import Encoder, make_embedding
 from es_plugin_bridge.models.bow import WeightedBagOfWords, bow_cosine
-from es_plugin_bridge.models.hyper import parse_hyper
+from es_plugin_bridge.models.registry import parse_hyper
 from es_plugin_bridge.models.sequences import check_left_aligned, concat_packed, has_tokens, stack_rows
 from es_plugin_bridge.models.similarity import SIMILARITY_FUNCTIONS
 

@@ -26,7 +26,7 @@ from pydantic import (
     field_validator,
 )
 
-from es_plugin_bridge.data.readers._common import question_from_text, question_id
+from es_plugin_bridge.data.questions import question_from_text, question_id
 from es_plugin_bridge.data.types import Question
 
 MAX_TEXT_CHARS = 100_000

@@ -15,7 +15,7 @@ from es_plugin_bridge.core.calibration import apply_platt
 from es_plugin_bridge.core.features import bow_features
 from es_plugin_bridge.core.fusion import minmax
 from es_plugin_bridge.core.manifest import manifest_digest
-from es_plugin_bridge.data.readers._common import split_title_body
+from es_plugin_bridge.data.questions import split_title_body
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.serving.cache import Encoding, EncodingCache, encoding_key, raw_key

@@ -30,7 +30,7 @@ from es_plugin_bridge.models import QuestionSimilarityModel, build_model
 from es_plugin_bridge.models.registry import model_type
 from es_plugin_bridge.text import Preprocessor, TextOptions
 from es_plugin_bridge.training.featurize import Featurizer, SubwordFeaturizer
-from es_plugin_bridge.training.vocab import Vocabulary
+from es_plugin_bridge.core.vocab import Vocabulary
 
 CONFIG = "config.json"
 VOCAB = "vocab.json"

@@ -22,7 +22,7 @@ from gensim.models import KeyedVectors, Word2Vec
 from gensim.models.callbacks import CallbackAny2Vec
 
 from es_plugin_bridge.errors import DataFormatError, UserError
-from es_plugin_bridge.training.vocab import PAD_ID, Vocabulary
+from es_plugin_bridge.core.vocab import PAD_ID, Vocabulary
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from es_plugin_bridge.core.fusion import FEATURES, fuse, minmax
-from es_plugin_bridge.evaluation.metrics import RERANK_MEASURES, Judged, aggregate, per_query, rank_order
+from es_plugin_bridge.measures import RERANK_MEASURES, Judged, aggregate, per_query, rank_order
 
 __all__ = ["FEATURES", "fast_mean_ap", "fit_weights", "fuse", "mean_ap", "minmax"]
 

@@ -40,7 +40,7 @@ from es_plugin_bridge.training.losses import LOSSES
 from es_plugin_bridge.training.plots import plot_history
 from es_plugin_bridge.training.recipes import Recipe, make_optimizer, recipe_for, warmup_schedule
 from es_plugin_bridge.training.scorer import NeuralScorer
-from es_plugin_bridge.training.vocab import Vocabulary
+from es_plugin_bridge.core.vocab import Vocabulary
 
 log = logging.getLogger(__name__)
 

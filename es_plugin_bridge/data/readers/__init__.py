@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from es_plugin_bridge.data.readers._common import question_from_text, question_id, split_title_body
 from es_plugin_bridge.data.readers.askubuntu import read_askubuntu
 from es_plugin_bridge.data.readers.jsonl import read_jsonl
 from es_plugin_bridge.data.readers.mqp import read_mqp
@@ -52,8 +51,6 @@ def read(format_name: str, path: Path, *, skip_bad: bool = False) -> Dataset:
 __all__ = [
     "FORMATS",
     "Format",
-    "question_from_text",
-    "question_id",
     "read",
     "read_askubuntu",
     "read_jsonl",
@@ -61,5 +58,4 @@ __all__ = [
     "read_pairs",
     "read_semeval",
     "read_stackexchange",
-    "split_title_body",
 ]

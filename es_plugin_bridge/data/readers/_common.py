@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import gzip
-import hashlib
-import re
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,38 +15,6 @@ _GZIP_MAGIC = b"\x1f\x8b"
 
 # What reading a truncated or corrupt gzip stream raises.
 COMPRESSION_ERRORS = (OSError, EOFError, zlib.error)
-
-# Stack Exchange renders a body from Markdown, so it always opens with a block-level tag. Titles are
-# plain text and may hold things like "<package>" or "DbSet<MyEntity>", so splitting at the first
-# '<' of any kind would cut such titles; splitting at the first block-level tag does not.
-_BODY_START = re.compile(r"<(?:p|pre|blockquote|ul|ol|dl|h[1-6]|hr|div|table)(?=[\s>/])", re.IGNORECASE)
-
-
-def question_id(title: str, body: str = "") -> str:
-    """A stable short id for a question known only by its text: equal (title, body) share an id.
-
-    Both parts are stripped first, so the same question reads the same from every format.
-    """
-    text = f"{title.strip()}\n{body.strip()}"
-    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:16]
-
-
-def split_title_body(text: str) -> tuple[str, str]:
-    """Split ``Title<p>body...</p>`` into (title, HTML body) at the first block-level HTML tag.
-
-    Text without such a tag is all title. Both parts are stripped.
-    """
-    match = _BODY_START.search(text)
-    if match is None:
-        return text.strip(), ""
-    return text[: match.start()].strip(), text[match.start() :].strip()
-
-
-def question_from_text(text: str) -> Question:
-    """A Question from one raw text field (a title, optionally followed by its HTML body)."""
-    title, body = split_title_body(text)
-    return Question(question_id(title, body), title, body)
-
 
 def open_binary(path: Path) -> BinaryIO:
     """Open ``path`` for reading, decompressing it when it is gzip (detected by content, not name)."""

@@ -22,14 +22,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from es_plugin_bridge.data.readers._common import (
-    RecordError,
-    add_questions,
-    parse_label,
-    question_from_text,
-    question_id,
-    read_line_file,
-)
+from es_plugin_bridge.data.questions import question_from_text, question_id
+from es_plugin_bridge.data.readers._common import RecordError, add_questions, parse_label, read_line_file
 from es_plugin_bridge.data.types import Dataset, Pair, Question, RankingQuery
 
 

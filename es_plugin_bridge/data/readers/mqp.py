@@ -11,6 +11,7 @@ import csv
 import io
 from pathlib import Path
 
+from es_plugin_bridge.data.questions import question_id as _question_id
 from es_plugin_bridge.data.readers._common import (
     COMPRESSION_ERRORS,
     BadRecords,
@@ -18,7 +19,6 @@ from es_plugin_bridge.data.readers._common import (
     add_questions,
     open_binary,
 )
-from es_plugin_bridge.data.readers._common import question_id as _question_id
 from es_plugin_bridge.data.types import Dataset, Pair, Question
 from es_plugin_bridge.errors import DataFormatError
 

@@ -11,13 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from es_plugin_bridge.data.readers._common import (
-    RecordError,
-    add_questions,
-    parse_label,
-    question_from_text,
-    read_line_file,
-)
+from es_plugin_bridge.data.questions import question_from_text
+from es_plugin_bridge.data.readers._common import RecordError, add_questions, parse_label, read_line_file
 from es_plugin_bridge.data.types import Dataset, Pair
 
 
