@@ -15,8 +15,8 @@ from rich.console import Console
 from rich.table import Table
 
 from es_plugin_bridge.data.types import RankingQuery
-from es_plugin_bridge.measures import rank_order
 from es_plugin_bridge.evaluation.report import write_atomic
+from es_plugin_bridge.measures import rank_order
 from es_plugin_bridge.rankers import Ranker
 
 

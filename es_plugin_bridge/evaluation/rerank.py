@@ -15,6 +15,9 @@ from typing import Any
 
 from es_plugin_bridge.data.types import RankingQuery
 from es_plugin_bridge.errors import UserError
+from es_plugin_bridge.evaluation.progress import progress
+from es_plugin_bridge.evaluation.results import RankerResult, TaskResult, percent
+from es_plugin_bridge.evaluation.runner import run_rankers
 from es_plugin_bridge.measures import (
     RERANK_MEASURES,
     Judged,
@@ -23,9 +26,6 @@ from es_plugin_bridge.measures import (
     per_query,
     rank_order,
 )
-from es_plugin_bridge.evaluation.progress import progress
-from es_plugin_bridge.evaluation.results import RankerResult, TaskResult, percent
-from es_plugin_bridge.evaluation.runner import run_rankers
 from es_plugin_bridge.rankers import Ranker, TokenCache, unique_questions
 
 METRICS = list(RERANK_MEASURES)

@@ -27,6 +27,9 @@ from typing import Any
 from es_plugin_bridge.data.types import Pair, Question
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.evaluation.clusters import DuplicateClusters
+from es_plugin_bridge.evaluation.progress import progress
+from es_plugin_bridge.evaluation.results import RankerResult, TaskResult, percent
+from es_plugin_bridge.evaluation.runner import run_rankers
 from es_plugin_bridge.measures import (
     RETRIEVAL_MEASURES,
     Judged,
@@ -34,9 +37,6 @@ from es_plugin_bridge.measures import (
     first_relevant_rank,
     per_query,
 )
-from es_plugin_bridge.evaluation.progress import progress
-from es_plugin_bridge.evaluation.results import RankerResult, TaskResult, percent
-from es_plugin_bridge.evaluation.runner import run_rankers
 from es_plugin_bridge.rankers import Ranker, TokenCache, unique_questions
 
 METRICS = list(RETRIEVAL_MEASURES)

@@ -25,12 +25,12 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from es_plugin_bridge import __version__
+from es_plugin_bridge.core.vocab import Vocabulary
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.models import QuestionSimilarityModel, build_model
 from es_plugin_bridge.models.registry import model_type
 from es_plugin_bridge.text import Preprocessor, TextOptions
 from es_plugin_bridge.training.featurize import Featurizer, SubwordFeaturizer
-from es_plugin_bridge.core.vocab import Vocabulary
 
 CONFIG = "config.json"
 VOCAB = "vocab.json"

@@ -21,8 +21,8 @@ import numpy as np
 from gensim.models import KeyedVectors, Word2Vec
 from gensim.models.callbacks import CallbackAny2Vec
 
-from es_plugin_bridge.errors import DataFormatError, UserError
 from es_plugin_bridge.core.vocab import PAD_ID, Vocabulary
+from es_plugin_bridge.errors import DataFormatError, UserError
 
 log = logging.getLogger(__name__)
 

@@ -13,10 +13,10 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from es_plugin_bridge.core.vocab import PAD_ID, Vocabulary
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.serving.tokenizer import SubwordTokenizer, question_text
 from es_plugin_bridge.text import Preprocessor
-from es_plugin_bridge.core.vocab import PAD_ID, Vocabulary
 
 
 class Featurizer:

@@ -17,11 +17,11 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
+from es_plugin_bridge.core.vocab import PAD_ID, UNK_ID
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.models import QuestionSimilarityModel
 from es_plugin_bridge.training.checkpoint import load_checkpoint
 from es_plugin_bridge.training.featurize import Featurizer
-from es_plugin_bridge.core.vocab import PAD_ID, UNK_ID
 
 #: Floor of the Manhattan similarity, as in models.similarity: it stays in (0, 1].
 _TINY = float(np.finfo(np.float32).tiny)

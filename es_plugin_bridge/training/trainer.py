@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from es_plugin_bridge.core.vocab import Vocabulary
 from es_plugin_bridge.data.types import Dataset, Question, RankingQuery
 from es_plugin_bridge.engines import EmbeddedIndex
 from es_plugin_bridge.errors import UserError
@@ -40,7 +41,6 @@ from es_plugin_bridge.training.losses import LOSSES
 from es_plugin_bridge.training.plots import plot_history
 from es_plugin_bridge.training.recipes import Recipe, make_optimizer, recipe_for, warmup_schedule
 from es_plugin_bridge.training.scorer import NeuralScorer
-from es_plugin_bridge.core.vocab import Vocabulary
 
 log = logging.getLogger(__name__)
 
