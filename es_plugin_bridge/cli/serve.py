@@ -10,10 +10,14 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from es_plugin_bridge.errors import UserError
+
+if TYPE_CHECKING:  # the serving stack loads only when the command runs (`esrerank --help` stays light)
+    from es_plugin_bridge.serving.settings import Settings
 
 #: Defaults measured on the 2-core machine of the benchmarks (benchmarks/sidecar.py, docs/sidecar-api.md).
 #: (The cache size repeats serving.service.DEFAULT_CACHE_SIZE, not imported so `esrerank --help` stays light.)
@@ -76,10 +80,7 @@ def serve_command(model_dir: Path, host: str, port: int, token: str | None, toke
                   max_connections: int, threads: int, onnx_threads: int, cache_size: int, batch_size: int,
                   device: str, name: str | None) -> None:
     """Serve an exported model directory: /v1/rerank, /v2/rerank, /v1/embed, /healthz, /readyz, /metrics."""
-    from es_plugin_bridge.core.manifest import manifest_digest
-    from es_plugin_bridge.serving.app import check_token, create_app
-    from es_plugin_bridge.serving.model_dir import ModelDirectory
-    from es_plugin_bridge.serving.server import Limits, Server
+    from es_plugin_bridge.serving.settings import Settings
 
     ctx = click.get_current_context()
     if token is None and os.environ.get("ESRERANK_TOKEN") is not None:  # click drops an empty variable
@@ -88,25 +89,35 @@ def serve_command(model_dir: Path, host: str, port: int, token: str | None, toke
         if token is not None:
             raise UserError("give the token once: --token (or ESRERANK_TOKEN) or --token-file")
         token = _read_token_file(token_file)
-    check_token(token)
+    settings = Settings(  # checks the token (and every value) before anything is loaded or announced
+        model_dir=model_dir, host=host, port=port, token=token, expect_sha256=expect_sha256, name=name,
+        max_documents=max_documents, max_body_bytes=max_body_mb * 1024 * 1024,
+        request_timeout=request_timeout, max_connections=max_connections, threads=threads,
+        onnx_threads=onnx_threads, cache_size=cache_size, batch_size=batch_size,
+        device=device)  # type: ignore[arg-type]
     if token_file is None and token is not None and (
             ctx.get_parameter_source("token") == click.core.ParameterSource.COMMANDLINE):
         click.echo("warning: --token is visible to every user of this machine (ps); prefer --token-file "
                    "or ESRERANK_TOKEN", err=True)
+    run_sidecar(settings)
+
+
+def run_sidecar(settings: Settings) -> None:
+    """Load, bind, announce, serve until interrupted: what ``esrerank serve`` does once its options are
+    one Settings (the app and the server read that same object)."""
+    from es_plugin_bridge.core.manifest import manifest_digest
+    from es_plugin_bridge.serving.app import create_app
+    from es_plugin_bridge.serving.server import Server
+
     _log_to_stderr()
-    limits = Limits(max_body_bytes=max_body_mb * 1024 * 1024, request_timeout=request_timeout,
-                    max_connections=max_connections)
-    model = ModelDirectory.load(model_dir, threads=onnx_threads, batch_size=batch_size,
-                                expect_sha256=expect_sha256, device=device)  # type: ignore[arg-type]
-    app = create_app(model, token=token, name=name, max_documents=max_documents,
-                     max_body_bytes=limits.max_body_bytes, cache_size=cache_size)
-    server = Server(app, host=host, port=port, threads=threads, token=token, limits=limits)
-    if host not in ("127.0.0.1", "localhost", "::1") and not token:
-        click.echo(f"warning: serving on {host} without a bearer token (--token-file)", err=True)
+    app = create_app(settings)
+    server = Server.for_app(app)
+    if settings.host not in ("127.0.0.1", "localhost", "::1") and not settings.token:
+        click.echo(f"warning: serving on {settings.host} without a bearer token (--token-file)", err=True)
     click.echo(f"serving {app.extensions['esrerank'].name} on {server.url} "
-               f"on {model.provider} (/v1/rerank, /v2/rerank, /v1/embed, /healthz, /readyz, /metrics, "
-               "/openapi.json); "
-               f"manifest sha256 {manifest_digest(model_dir)}", err=True)
+               f"on {app.extensions['esrerank'].model.provider} (/v1/rerank, /v2/rerank, /v1/embed, "
+               "/healthz, /readyz, /metrics, /openapi.json); "
+               f"manifest sha256 {manifest_digest(settings.model_dir)}", err=True)
     try:
         server.run()
     finally:

@@ -31,7 +31,7 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, cast
 
 from waitress.adjustments import Adjustments
 from waitress.channel import HTTPChannel
@@ -58,6 +58,21 @@ class Limits:
     request_timeout: float = 10.0  # from a request's first byte to its last
     idle_timeout: float = 60.0  # keep-alive connection with no request under way
     max_connections: int = 500
+
+
+class ServerSettings(Protocol):
+    """What the server reads of ``serving.settings.Settings`` (a protocol: the server imports no app code)."""
+
+    @property
+    def host(self) -> str: ...
+    @property
+    def port(self) -> int: ...
+    @property
+    def threads(self) -> int: ...
+    @property
+    def token(self) -> str | None: ...
+    @property
+    def limits(self) -> Limits: ...
 
 
 class Unauthorized(Error):
@@ -191,6 +206,15 @@ class Server:
         self.adj = adj
         first = self.servers[0]
         self.host, self.port = first.effective_host, int(first.effective_port)
+
+    @classmethod
+    def for_app(cls, app: Any) -> Server:
+        """The server for a sidecar app from ``create_app``, bound by the settings the app was built from
+        (``app.extensions["esrerank_settings"]``): the token and body cap it checks before the app are
+        the app's own."""
+        settings = cast(ServerSettings, app.extensions["esrerank_settings"])
+        return cls(app, host=settings.host, port=settings.port, threads=settings.threads,
+                   token=settings.token, limits=settings.limits)
 
     @property
     def url(self) -> str:

@@ -1,0 +1,110 @@
+"""The ``api`` blueprint: what clients call to score (``/v1/rerank``, ``/v2/rerank``, ``/v1/embed``).
+
+Each view parses and validates its body (and query) here, before the model sees it: a refusal is a
+:class:`Reject`, answered 4xx with the field it names. The scoring itself is ``Service``'s (no HTTP in it).
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from flask import Blueprint, Response, jsonify, request
+from pydantic import BaseModel, ValidationError
+
+from es_plugin_bridge.serving import web
+from es_plugin_bridge.serving.jsonbody import BodyError, parse_body
+from es_plugin_bridge.serving.metrics import printable
+from es_plugin_bridge.serving.schemas import (
+    EmbedRequest,
+    RerankParams,
+    RerankRequest,
+    RerankV2Request,
+    first_error,
+    unscored_reason,
+)
+
+bp = Blueprint("api", __name__)
+
+Body = TypeVar("Body", bound=BaseModel)
+
+
+class Reject(Exception):
+    """A request refused before it reaches the model (not JSON, not an object, invalid fields)."""
+
+    def __init__(self, status: int, message: str, field: str | None = None,
+                 reason: str | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.field, self.reason = status, message, field, reason
+
+
+@bp.errorhandler(Reject)
+def _rejected(exc: Reject) -> tuple[Response, int]:
+    return web.error(exc.status, exc.message, exc.field, exc.reason)
+
+
+def _parse(model: type[Body]) -> Body:
+    """The request's JSON body validated by ``model``; a Reject naming what is wrong."""
+    encoding = request.headers.get("Content-Encoding", "identity").strip()
+    if encoding.lower() != "identity":  # a compressed body would otherwise be "invalid JSON"
+        raise Reject(415, f"Content-Encoding {printable(encoding, 40)!r} is not supported; send the "
+                          "body uncompressed", reason="unsupported_content_encoding")
+    if not request.is_json:
+        raise Reject(415, "send a JSON body with Content-Type: application/json", reason="not_json")
+    try:
+        data = parse_body(request.get_data(cache=False))
+    except BodyError as exc:
+        raise Reject(400, str(exc), exc.field) from None
+    if not isinstance(data, dict):
+        raise Reject(400, "the body must be a JSON object", "(body)")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        field, message = first_error(exc)
+        raise Reject(400, f"{field}: {message}", field) from None
+
+
+def _query_params(model: type[Body]) -> Body:
+    """The URL's query parameters validated by ``model`` (unknown or repeated ones are refused)."""
+    args = request.args
+    repeated = next((key for key in args if len(args.getlist(key)) > 1), None)
+    if repeated is not None:
+        raise Reject(400, f"{repeated}: give this query parameter once", repeated)
+    try:
+        return model.model_validate(args.to_dict())
+    except ValidationError as exc:
+        field, message = first_error(exc)
+        raise Reject(400, f"{field}: {message}", field) from None
+
+
+@bp.post("/v1/rerank")
+def rerank() -> Response:
+    params = _query_params(RerankParams)
+    req = _parse(RerankRequest)
+    out = web.service().rerank_json(req, params)
+    metrics = web.metrics()
+    metrics.documents.labels("/v1/rerank").inc(len(req.documents))
+    for reason in filter(None, map(unscored_reason, req.documents)):
+        metrics.unscored.labels(reason).inc()
+    return jsonify(out)
+
+
+@bp.post("/v2/rerank")
+def rerank_v2() -> Response:
+    if request.args:  # v2 has no URL parameters: a ?score=linear here must not be ignored
+        name = next(iter(request.args))
+        raise Reject(400, f"{name}: /v2/rerank takes no query parameters (see /v1/rerank)", name)
+    req = _parse(RerankV2Request)
+    out = web.service().rerank_v2_json(req)
+    metrics = web.metrics()
+    metrics.documents.labels("/v2/rerank").inc(len(req.documents))
+    for reason in filter(None, map(unscored_reason, req.documents)):
+        metrics.unscored.labels(reason).inc()
+    return jsonify(out)
+
+
+@bp.post("/v1/embed")
+def embed() -> Response:
+    req = _parse(EmbedRequest)
+    out = web.service().embed(req)
+    web.metrics().documents.labels("/v1/embed").inc(len(req.texts))
+    return jsonify(out.model_dump())

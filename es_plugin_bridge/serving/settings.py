@@ -1,0 +1,100 @@
+"""One settings object for the sidecar: what ``esrerank serve`` was told, read by the app and the server.
+
+``cli/serve.py`` builds a :class:`Settings` from its options; ``create_app(settings)`` loads the model
+and sizes the service from it, and ``Server.for_app(app)`` binds, guards and caps requests from the same
+object, so the token and the body cap the app checks cannot disagree with those the server checks.
+
+The defaults are ``esrerank serve``'s, except the three that load the model (``onnx_threads``,
+``batch_size``, ``device``): those keep ``ModelDirectory.load``'s, so ``create_app(path)`` in a test
+or a notebook loads exactly as it always has, while the command passes its own measured defaults.
+A value no server could use is a UserError naming the field and its option, before anything loads.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from es_plugin_bridge.errors import UserError
+from es_plugin_bridge.serving.device import DEVICES, Device
+from es_plugin_bridge.serving.server import Limits
+from es_plugin_bridge.serving.service import DEFAULT_CACHE_SIZE
+
+_LIMITS = Limits()
+#: The ``esrerank serve`` option that sets each field (``max_body_bytes`` is given in MB there).
+OPTIONS = {"model_dir": "MODEL_DIR", "host": "--host", "port": "--port", "token": "--token",
+           "expect_sha256": "--expect-sha256", "name": "--name", "max_documents": "--max-documents",
+           "max_body_bytes": "--max-body-mb", "request_timeout": "--request-timeout",
+           "max_connections": "--max-connections", "threads": "--threads", "onnx_threads": "--onnx-threads",
+           "cache_size": "--cache-size", "batch_size": "--batch-size", "device": "--device"}
+
+
+def check_token(token: str | None) -> None:
+    """UserError unless ``token`` is None (no authentication) or visible ASCII without spaces.
+
+    An empty token is refused rather than taken to mean "no authentication".
+    """
+    if token is None:
+        return
+    if not token:
+        raise UserError("the bearer token is empty; give a real token, or none to serve without one")
+    if not re.fullmatch(r"[\x21-\x7e]+", token):
+        raise UserError("the bearer token must be printable ASCII without spaces or line breaks")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything one sidecar is told: the model to load, how to serve it, and what a client may cost."""
+
+    model_dir: Path
+    host: str = "127.0.0.1"
+    port: int = 8080
+    token: str | None = None  # None: no authentication; else required on all but OPEN_PATHS
+    expect_sha256: str | None = None  # pins manifest.json itself (core.manifest)
+    name: str | None = None  # the model name answers report (default TYPE:DIR)
+    max_documents: int = 1000
+    max_body_bytes: int = _LIMITS.max_body_bytes
+    max_header_bytes: int = _LIMITS.max_header_bytes  # no option: waitress's cap, kept tight
+    request_timeout: float = _LIMITS.request_timeout
+    idle_timeout: float = _LIMITS.idle_timeout  # no option
+    max_connections: int = _LIMITS.max_connections
+    threads: int = 2  # waitress request threads
+    onnx_threads: int | None = None  # None: onnxruntime's own choice
+    cache_size: int = DEFAULT_CACHE_SIZE  # 0: no encoding cache
+    batch_size: int = 64
+    device: Device = "cpu"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "model_dir", Path(self.model_dir))
+        check_token(self.token)
+        if not 0 <= self.port <= 65535:
+            self._refuse("port", "must be in 0..65535")
+        for field in ("max_documents", "max_body_bytes", "max_header_bytes", "max_connections", "threads",
+                      "batch_size"):
+            if getattr(self, field) < 1:
+                self._refuse(field, "must be at least 1")
+        if self.onnx_threads is not None and self.onnx_threads < 1:
+            self._refuse("onnx_threads", "must be at least 1 (or None: onnxruntime's choice)")
+        if self.cache_size < 0:
+            self._refuse("cache_size", "must be at least 0 (0: no cache)")
+        for field in ("request_timeout", "idle_timeout"):
+            if not getattr(self, field) > 0:  # also refuses NaN
+                self._refuse(field, "must be a positive number of seconds")
+        if self.device not in DEVICES:
+            self._refuse("device", f"must be one of {', '.join(DEVICES)}")
+
+    def _refuse(self, field: str, rule: str) -> None:
+        option = f" ({OPTIONS[field]})" if field in OPTIONS else ""
+        raise UserError(f"setting {field}{option} {rule}, not {getattr(self, field)!r}")
+
+    @property
+    def limits(self) -> Limits:
+        """What one client may cost the server (waitress's caps and timeouts)."""
+        return Limits(max_body_bytes=self.max_body_bytes, max_header_bytes=self.max_header_bytes,
+                      request_timeout=self.request_timeout, idle_timeout=self.idle_timeout,
+                      max_connections=self.max_connections)
+
+
+#: The fields that only matter while loading a model directory (meaningless for a loaded one).
+LOAD_FIELDS = ("model_dir", "expect_sha256", "onnx_threads", "batch_size", "device")
