@@ -53,13 +53,21 @@ def register(name: str, *, tasks: Sequence[str] = TASKS, needs_model: bool = Fal
 
 
 def _load() -> None:
+    """Import every ranker module once. One that fails (a missing optional library) does not keep the
+    later modules from registering: every module is tried, then the first failure is raised."""
     global _LOADED
     if _LOADED:
         return
-    _LOADED = True
+    _LOADED = True  # first: a module being imported may look a ranker up
+    failure: Exception | None = None
     for module in pkgutil.iter_modules(__path__):
         if module.name != "base":
-            importlib.import_module(f"{__name__}.{module.name}")
+            try:
+                importlib.import_module(f"{__name__}.{module.name}")
+            except Exception as exc:  # re-raised below, once every module was tried
+                failure = failure or exc
+    if failure is not None:
+        raise failure
 
 
 def available() -> list[str]:
