@@ -14,7 +14,7 @@ from es_plugin_bridge.bridge.sidecar_client import SidecarClient, SidecarUnavail
 from es_plugin_bridge.data.questions import question_from_text
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.engines.base import FirstStage
-from es_plugin_bridge.engines.embedded import EmbeddedEngine
+from es_plugin_bridge.engines.registry import EngineContext, build_engine, default_engine
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.text import Preprocessor
 
@@ -41,8 +41,8 @@ class BridgeSearch:
     """A first stage (any engine) reranked by ``sidecar``.
 
     ``source`` is a first stage (:class:`es_plugin_bridge.engines.base.FirstStage`, e.g. an
-    Elasticsearch index) or a collection of questions, which is then indexed in the embedded engine
-    with ``similarity``.
+    Elasticsearch index) or a collection of questions, which is then indexed in the default engine of
+    the registry (the embedded one) with ``similarity``.
     """
 
     def __init__(
@@ -62,7 +62,7 @@ class BridgeSearch:
         else:
             if not source:
                 raise UserError("the collection holds no questions")
-            engine = EmbeddedEngine(self.preprocessor.tokens)
+            engine = build_engine(default_engine(), EngineContext(tokens=self.preprocessor.tokens))
             engine.index(list({q.id: q for q in source}.values()))
             self.first_stage = engine.first_stage(similarity)
             self.index = self.first_stage.index  # type: ignore[attr-defined]

@@ -160,8 +160,9 @@ def index_command(
     from es_plugin_bridge.elastic.bulk import index_questions
     from es_plugin_bridge.elastic.connection import call
     from es_plugin_bridge.elastic.embedding import SidecarEmbedder
-    from es_plugin_bridge.elastic.first_stage import ElasticsearchEngine
+    from es_plugin_bridge.elastic.first_stage import open_engine
     from es_plugin_bridge.elastic.setup import read_meta
+    from es_plugin_bridge.engines.registry import EngineContext
     from es_plugin_bridge.text import Preprocessor
 
     if dry_run != (out_file is not None):
@@ -191,8 +192,8 @@ def index_command(
         embedder = SidecarEmbedder(sidecar_url, token=token, timeout=max(timeout, 60.0))
         embedder.ready()
         embed = embedder.embed
-    engine = ElasticsearchEngine(client, index_name, Preprocessor(meta.text_options()).tokens, embed=embed,
-                                 neural_similarity=meta.neural_similarity)
+    engine = open_engine(EngineContext(tokens=Preprocessor(meta.text_options()).tokens, options={
+        "client": client, "index": index_name, "embed": embed, "neural_similarity": meta.neural_similarity}))
     report = index_questions(
         client,
         index_name,
@@ -228,14 +229,16 @@ def _open_mode(
     knn: str = "exact",
 ) -> Any:
     from es_plugin_bridge.elastic.connection import cluster_info
-    from es_plugin_bridge.elastic.first_stage import ElasticsearchFirstStage
+    from es_plugin_bridge.elastic.first_stage import open_engine
     from es_plugin_bridge.elastic.modes import make_mode
     from es_plugin_bridge.elastic.setup import read_meta
+    from es_plugin_bridge.engines.registry import EngineContext
     from es_plugin_bridge.text import Preprocessor
 
     meta = read_meta(client, index_name)
-    stage = ElasticsearchFirstStage(client, index_name, first_stage, Preprocessor(meta.text_options()).tokens,
-                                    fields=(meta.title_field, meta.body_field))
+    engine = open_engine(EngineContext(tokens=Preprocessor(meta.text_options()).tokens, options={
+        "client": client, "index": index_name, "fields": (meta.title_field, meta.body_field)}))
+    stage = engine.first_stage(first_stage)
     return make_mode(
         mode,
         stage,

@@ -93,11 +93,12 @@ def _setup(options: dict[str, Any], conn: Any, first_stage: str | None) -> Any:
     def setup(stack: ExitStack, params: Any, model_dir: Path | None, progress: bool) -> Any:
         from es_plugin_bridge.elastic.connection import call, cluster_info
         from es_plugin_bridge.elastic.embedding import SidecarEmbedder
-        from es_plugin_bridge.elastic.evaluation import evaluation_engine
+        from es_plugin_bridge.elastic.first_stage import open_engine
         from es_plugin_bridge.elastic.modes import make_mode
         from es_plugin_bridge.elastic.ranker import ModeRanker
         from es_plugin_bridge.elastic.results import index_results, results_documents, results_run_id
         from es_plugin_bridge.elastic.setup import check_sidecar, meta_for_model, register_endpoints
+        from es_plugin_bridge.engines.registry import EngineContext
         from es_plugin_bridge.serving.model_dir import ModelDirectory
         from es_plugin_bridge.text import TextOptions
 
@@ -130,18 +131,18 @@ def _setup(options: dict[str, Any], conn: Any, first_stage: str | None) -> Any:
             meta = replace(meta, dimension=None)
 
         def engine_factory(tokens: Any) -> Any:
-            return stack.enter_context(
-                evaluation_engine(
-                    conn,
-                    tokens,
-                    params=params,
-                    index=name,
-                    keep=options["keep_index"],
-                    embed=embedder.embed if meta.dimension is not None else None,
-                    dimension=meta.dimension,
-                    neural_similarity=meta.neural_similarity,
-                    meta=meta.as_dict(),
-                    progress=progress,
+            engine_options = {
+                "connection": conn,
+                "index": name,
+                "keep": options["keep_index"],
+                "embed": embedder.embed if meta.dimension is not None else None,
+                "dimension": meta.dimension,
+                "neural_similarity": meta.neural_similarity,
+                "meta": meta.as_dict(),
+            }
+            return open_engine(
+                EngineContext(
+                    tokens=tokens, params=params, progress=progress, cleanup=stack, options=engine_options
                 )
             )
 

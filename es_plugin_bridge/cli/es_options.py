@@ -1,5 +1,6 @@
 """Options for reaching Elasticsearch and the sidecar, shared by ``esrerank es ...`` and
-``esrerank evaluate --engine elasticsearch``; every one also has an environment variable."""
+``esrerank evaluate --engine elasticsearch``; every one also has an environment variable. And
+``--engine`` itself, whose choices and default are the engine registry's."""
 
 from __future__ import annotations
 
@@ -9,6 +10,32 @@ from typing import Any
 import click
 
 F = Callable[..., Any]
+
+
+class EngineChoice(click.Choice):
+    """The registered engines, read from the registry each time click asks: an engine registered after
+    this module was imported (by a plug-in, or a test) is offered and accepted too."""
+
+    def __init__(self) -> None:
+        super().__init__((), case_sensitive=True)
+
+    @property  # type: ignore[override]
+    def choices(self) -> tuple[str, ...]:
+        from es_plugin_bridge.engines.registry import engine_names
+
+        return tuple(engine_names())
+
+    @choices.setter
+    def choices(self, value: Any) -> None:
+        """click's constructor sets the choices; the registry holds them, so this keeps nothing."""
+
+
+def engine_option(help_text: str) -> Callable[[F], F]:
+    """``--engine NAME``: one of the registered engines, the registry's default when omitted."""
+    from es_plugin_bridge.engines.registry import default_engine
+
+    return click.option("--engine", type=EngineChoice(), default=default_engine(), show_default=True,
+                        help=help_text)
 
 
 def connection_options(fn: F) -> F:

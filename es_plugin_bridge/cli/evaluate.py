@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from es_plugin_bridge.cli.es_options import connection_options, pop_connection
+from es_plugin_bridge.cli.es_options import connection_options, engine_option, pop_connection
 from es_plugin_bridge.cli.options import skip_bad_option, title_only_option
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.evaluation.results import TaskResult
@@ -95,9 +95,7 @@ def _require(task: str, given: dict[str, object], needed: Sequence[str], allowed
 @click.option("--explain", is_flag=True,
               help="rerank: show each component of the fused score per candidate (needs --model, "
                    "--json and the fused ranker); all queries go to OUT.explain.jsonl next to --json.")
-@click.option("--engine", type=click.Choice(["embedded", "elasticsearch"]), default="embedded",
-              show_default=True,
-              help="First-stage engine: in process, or a throw-away Elasticsearch index (--es-url ...).")
+@engine_option("First-stage engine: in process, or a throw-away Elasticsearch index (--es-url ...).")
 @click.option("--first-stage", "fused_first_stage", type=click.Choice(["given", "bm25", "lmdirichlet"]),
               help="First stage the fused ranker fuses with (default: the data's own order when the model "
                    "has β for it, else bm25).")
@@ -140,15 +138,11 @@ def evaluate(task: str, data_spec: str | None, queries_spec: str | None, corpus_
         if ranker not in names:
             raise UserError(f"--param {ranker}.*: ranker {ranker!r} is not in --rankers {','.join(names)}")
     with ExitStack() as stack:
-        engine_factory, extra, after = None, {}, None
+        extra, after = {}, None
         if setup is not None:  # `es evaluate`: its own engine, rankers and results index (cli/es_evaluate.py)
             engine_factory, extra, after = setup(stack, parsed, model_dir, not no_progress)
-        elif engine == "elasticsearch":
-            from es_plugin_bridge.elastic.evaluation import evaluation_engine
-
-            conn = pop_connection(connection)
-            engine_factory = lambda tokens: stack.enter_context(  # noqa: E731
-                evaluation_engine(conn, tokens, params=parsed, progress=not no_progress))
+        else:
+            engine_factory = _engine_factory(engine, stack, parsed, not no_progress, connection)
         result = run_task(task, names, data_spec=data_spec, queries_spec=queries_spec,
                           corpus_specs=corpus_specs, dev_spec=dev_spec, model_dir=model_dir, params=parsed,
                           drop_no_relevant=drop_no_relevant, max_queries=max_queries, body_words=body_words,
@@ -189,6 +183,17 @@ def evaluate(task: str, data_spec: str | None, queries_spec: str | None, corpus_
         console.print(f"wrote {path}", soft_wrap=True, highlight=False)
 
 
+def _engine_factory(engine: str, stack: ExitStack, params: dict[str, dict[str, float]], progress: bool,
+                    connection: dict[str, Any]) -> Callable[[Any], Any]:
+    """The run's engine, by its registered name, from the run's token cache; a server's (throw-away) index
+    lives until ``stack`` closes."""
+    from es_plugin_bridge.engines.registry import EngineContext, build_engine, engine_info
+
+    options = {"connection": pop_connection(connection)} if engine_info(engine).remote else {}
+    return lambda tokens: build_engine(engine, EngineContext(tokens=tokens, params=params, progress=progress,
+                                                             cleanup=stack, options=options))
+
+
 def run_task(task: str, names: Sequence[str], *, data_spec: str | None = None,
              queries_spec: str | None = None, corpus_specs: Sequence[str] = (), dev_spec: str | None = None,
              model_dir: Path | None = None, params: dict[str, dict[str, float]] | None = None,
@@ -200,7 +205,8 @@ def run_task(task: str, names: Sequence[str], *, data_spec: str | None = None,
     """Read the specs, then run the task's evaluation (the CLI without its output handling).
 
     ``explain`` (rerank only) fills ``TaskResult.explain`` from the run's own ``fused`` ranker.
-    ``engine_factory`` makes the first-stage engine from the run's token cache (default: embedded);
+    ``engine_factory`` makes the first-stage engine from the run's token cache (default: the registry's
+    default engine, embedded);
     ``context_options`` are more ``RankerContext`` fields (e.g. ``fused_first_stage``, ``overrides``)."""
     from es_plugin_bridge.data.spec import read_spec
     from es_plugin_bridge.evaluation import evaluate_classify, evaluate_rerank, evaluate_retrieval

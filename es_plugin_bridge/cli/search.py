@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from es_plugin_bridge.cli.es_options import connection_options, pop_connection
+from es_plugin_bridge.cli.es_options import connection_options, engine_option, pop_connection
 from es_plugin_bridge.errors import UserError
 
 
@@ -18,9 +18,7 @@ from es_plugin_bridge.errors import UserError
 @click.argument("query", nargs=-1, required=True)
 @click.option("--corpus", "corpus_specs", metavar="SPEC", multiple=True,
               help="FORMAT:PATH of the questions to search (repeatable; the embedded engine).")
-@click.option("--engine", type=click.Choice(["embedded", "elasticsearch"]), default="embedded",
-              show_default=True,
-              help="First stage: the embedded engine over --corpus, or the index of `es setup`/`es index`.")
+@engine_option("First stage: the embedded engine over --corpus, or the index of `es setup`/`es index`.")
 @click.option("--index", "index_name", envvar="ESRERANK_ES_INDEX", default="esrerank-questions",
               show_default=True, help="--engine elasticsearch: the questions index.")
 @click.option("--sidecar", "sidecar_url", metavar="URL", default=None,
@@ -45,25 +43,28 @@ def search_command(query: tuple[str, ...], corpus_specs: tuple[str, ...], engine
 
     from es_plugin_bridge.bridge import BridgeSearch, SidecarClient
     from es_plugin_bridge.data.spec import read_spec
+    from es_plugin_bridge.engines.registry import EngineContext, build_engine, engine_info, engine_names
+    from es_plugin_bridge.text import Preprocessor
 
     sidecar = SidecarClient(sidecar_url, token=token, timeout=timeout) if sidecar_url else None
-    if engine == "elasticsearch":
-        from es_plugin_bridge.elastic.first_stage import ElasticsearchFirstStage
-        from es_plugin_bridge.elastic.setup import read_meta
-        from es_plugin_bridge.text import Preprocessor
-
+    remote = {name: engine_info(name).remote for name in engine_names()}
+    if remote[engine]:  # a server's index, named by --index, searched with its own preprocessing
         if corpus_specs:
-            raise UserError("--corpus is for the embedded engine; --engine elasticsearch searches --index")
-        client = pop_connection(connection).client()
-        tokens = Preprocessor(read_meta(client, index_name).text_options()).tokens
-        source: Any = ElasticsearchFirstStage(client, index_name, similarity, tokens)
+            local = " or ".join(name for name, far in remote.items() if not far)
+            raise UserError(f"--corpus is for the {local} engine; --engine {engine} searches --index")
+        options = {"connection": pop_connection(connection), "index": index_name}
+        built = build_engine(engine, EngineContext(options=options))
         size = f"index {index_name}"
-    else:
+    else:  # the --corpus questions, indexed in process
         if not corpus_specs:
-            raise UserError("give the questions to search with --corpus SPEC (or --engine elasticsearch)")
+            others = " or ".join(name for name, far in remote.items() if far)
+            raise UserError("give the questions to search with --corpus SPEC"
+                            + (f" (or --engine {others})" if others else ""))
         collection = {q.id: q for spec in corpus_specs for q in read_spec(spec).questions.values()}
-        source, size = list(collection.values()), f"{len(collection):,} questions"
-    bridge = BridgeSearch(source, sidecar, similarity=similarity, window=window)
+        built = build_engine(engine, EngineContext(tokens=Preprocessor().tokens))
+        built.index(list(collection.values()))
+        size = f"{len(collection):,} questions"
+    bridge = BridgeSearch(built.first_stage(similarity), sidecar, similarity=similarity, window=window)
     result = bridge.search(" ".join(query), k=top)
     if as_json:
         hits = [{"id": h.question.id, "title": h.question.title, "score": h.score,

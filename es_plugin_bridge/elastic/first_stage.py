@@ -1,4 +1,5 @@
-"""Elasticsearch behind the first-stage interface (``es_plugin_bridge.engines.base``).
+"""Elasticsearch behind the first-stage interface (``es_plugin_bridge.engines.base``), built by
+``open_engine`` (the ``elasticsearch`` engine of ``es_plugin_bridge.engines.registry``).
 
 A query is preprocessed by the product (the options stored in the index's ``_meta``) and sent as a
 ``match`` on the similarity's field (``queries.first_stage_query``), so Elasticsearch scores the
@@ -8,7 +9,9 @@ embedded engine's tokens with the same similarity and parameters. Questions come
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -17,11 +20,12 @@ from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.elastic import mappings
 from es_plugin_bridge.elastic.connection import call
 from es_plugin_bridge.elastic.queries import first_stage_query
-from es_plugin_bridge.engines.base import Hits
+from es_plugin_bridge.engines.base import Hits, Tokens
+from es_plugin_bridge.engines.registry import EngineContext
 from es_plugin_bridge.engines.similarities import SIMILARITIES, make_similarity
 from es_plugin_bridge.errors import UserError
 
-Tokens = Callable[[Question], list[str]]
+__all__ = ["ElasticsearchEngine", "ElasticsearchFirstStage", "Tokens", "open_engine"]
 
 
 class ElasticsearchFirstStage:
@@ -115,7 +119,9 @@ class ElasticsearchEngine:
         meta: Mapping[str, Any] | None = None,
         batch_size: int = 200,
         progress: bool = True,
+        fields: tuple[str, str] = ("title", "body"),
     ) -> None:
+        """``fields``: where its first stages read the title and body (``ElasticsearchFirstStage``)."""
         self.client = client
         self.index_name = index
         self.tokens = tokens
@@ -126,6 +132,7 @@ class ElasticsearchEngine:
         self.meta = dict(meta or {})
         self.batch_size = batch_size
         self.progress = progress
+        self.fields = fields
         self._questions: dict[str, Question] = {}
 
     def create(self) -> None:
@@ -181,4 +188,74 @@ class ElasticsearchEngine:
                 f"index {self.index_name} scores {similarity} with {built}; parameters are fixed "
                 "when the index is created"
             )
-        return ElasticsearchFirstStage(self.client, self.index_name, similarity, self.tokens, self._questions)
+        return ElasticsearchFirstStage(
+            self.client, self.index_name, similarity, self.tokens, self._questions, fields=self.fields
+        )
+
+
+#: What ``open_engine`` reads from ``EngineContext.options``.
+OPTIONS = frozenset(
+    {"connection", "client", "index", "keep", "embed", "dimension", "neural_similarity", "meta", "fields"}
+)
+
+
+def open_engine(context: EngineContext) -> ElasticsearchEngine:
+    """The one way to build the Elasticsearch engine (every command's, through the engine registry).
+
+    With ``context.cleanup`` the engine gets the run's own index — ``options["index"]``, or
+    ``esrerank-eval-<random>`` — created with ``context.params`` and filled on the first first-stage
+    call, so collection statistics are the run's own as in process; the index is deleted when
+    ``cleanup`` closes unless ``options["keep"]``. Without it, the engine opens the existing
+    ``options["index"]``, searched with that index's own preprocessing (its ``_meta``) unless
+    ``context.tokens`` is given. Options: ``connection`` (a ``Connection``; a run's index needs it) or
+    ``client``, ``index``, ``keep``, ``fields`` (where the title and body are read, default ``title``
+    and ``body``), and for indexing ``embed``, ``dimension``, ``neural_similarity`` (default cosine)
+    and ``meta``.
+    """
+    options = dict(context.options)
+    unknown = set(options) - OPTIONS
+    if unknown:
+        raise ValueError(f"the elasticsearch engine has no option {', '.join(sorted(unknown))}")
+    own = ("embed", "dimension", "neural_similarity", "meta", "fields")  # ElasticsearchEngine's defaults
+    more = {key: options[key] for key in own if key in options}
+    if context.cleanup is None:
+        index = options.get("index")
+        if not index:
+            raise UserError("the elasticsearch engine needs the name of the index to open")
+        client = options["client"] if options.get("client") is not None else options["connection"].client()
+        tokens = context.tokens
+        if tokens is None:
+            from es_plugin_bridge.elastic.setup import read_meta
+            from es_plugin_bridge.text import Preprocessor
+
+            tokens = Preprocessor(read_meta(client, index).text_options()).tokens
+        return ElasticsearchEngine(
+            client, index, tokens, params=context.params, progress=context.progress, **more
+        )
+    if context.tokens is None:
+        raise UserError("the elasticsearch engine indexes the run's collection: it needs the run's tokens")
+    conn = options["connection"]
+    client = conn.client()
+    call(f"connecting to {conn.url}", client.info)
+    name = options.get("index") or f"esrerank-eval-{uuid.uuid4().hex[:10]}"
+    engine = ElasticsearchEngine(
+        client, name, context.tokens, params=context.params, progress=context.progress, **more
+    )
+    if not options.get("keep"):
+        context.cleanup.enter_context(_deleted_after(client, name))
+    return engine
+
+
+@contextmanager
+def _deleted_after(client: Any, index: str) -> Iterator[None]:
+    """Delete a run's index on the way out; on the way out of an error, that error is the one reported."""
+    failed = True
+    try:
+        yield
+        failed = False
+    finally:
+        try:
+            call(f"deleting {index}", client.options(ignore_status=404).indices.delete, index=index)
+        except UserError:
+            if not failed:
+                raise

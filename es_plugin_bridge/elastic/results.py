@@ -26,7 +26,6 @@ if TYPE_CHECKING:
 RESULTS_INDEX_ENV = "ESRERANK_RESULTS_INDEX"
 DEFAULT_RESULTS_INDEX = "esrerank-runs"
 BASELINE = "bm25"
-ENGINES = ("embedded", "elasticsearch")
 MODES = ("native", "vectors", "bridge", "none")
 
 #: Every metric a task reports (DESIGN.md), as written in the JSON; a test checks them against the
@@ -112,8 +111,11 @@ def results_run_id(task_result: TaskResult, *, dataset: str, engine: str, mode: 
 
 
 def _check(engine: str, mode: str) -> None:
-    if engine not in ENGINES:
-        raise UserError(f"results: engine {engine!r} is not one of {', '.join(ENGINES)}")
+    from es_plugin_bridge.engines.registry import engine_names  # the registered engines are the valid ones
+
+    engines = engine_names()
+    if engine not in engines:
+        raise UserError(f"results: engine {engine!r} is not one of {', '.join(engines)}")
     if mode not in MODES:
         raise UserError(f"results: mode {mode!r} is not one of {', '.join(MODES)}")
 

@@ -1,14 +1,15 @@
 """The one first-stage interface: what the rankers, the bridge and ``evaluate`` need of a search engine.
 
 Two engines implement it: the embedded one (:mod:`.embedded`, Lucene 8's formulas in process) and
-Elasticsearch (:mod:`es_plugin_bridge.elastic.first_stage`). Code above this interface is given an
-``Engine`` and never asks which one it has: it indexes a collection once, then asks each similarity
-for the scores of a query's candidates (``score``) or for the best ``k`` documents (``search``).
+Elasticsearch (:mod:`es_plugin_bridge.elastic.first_stage`); :mod:`.registry` names and builds them.
+Code above this interface is given an ``Engine`` and never asks which one it has: it indexes a
+collection once, then asks each similarity for the scores of a query's candidates (``score``) or for
+the best ``k`` documents (``search``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -16,6 +17,7 @@ import numpy as np
 from es_plugin_bridge.data.types import Question
 
 Hits = list[tuple[str, float]]  # (question id, first-stage score), best first
+Tokens = Callable[[Question], list[str]]  # a run's preprocessing: the tokens indexed and searched
 
 
 @runtime_checkable

@@ -6,16 +6,15 @@ The postings are built once per indexed collection and shared by every similarit
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 from es_plugin_bridge.data.types import Question
-from es_plugin_bridge.engines.base import Hits
+from es_plugin_bridge.engines.base import Hits, Tokens
 from es_plugin_bridge.engines.index import EmbeddedIndex
+from es_plugin_bridge.engines.registry import EngineContext, register_engine
 from es_plugin_bridge.errors import UserError
-
-Tokens = Callable[[Question], list[str]]
 
 
 class EmbeddedFirstStage:
@@ -76,3 +75,12 @@ class EmbeddedEngine:
         else:
             index = self._base.with_similarity(similarity, **dict(params or {}))
         return EmbeddedFirstStage(index, self._tokens, self._questions)
+
+
+@register_engine("embedded", default=True, description="in process: Lucene 8's similarities over the run's "
+                 "collection, no server")
+def embedded_engine(context: EngineContext) -> EmbeddedEngine:
+    """The embedded engine of a run: it indexes the collection it is given, with the run's tokens."""
+    if context.tokens is None:
+        raise UserError("the embedded engine indexes a given collection: it needs the run's tokens")
+    return EmbeddedEngine(context.tokens)

@@ -14,15 +14,17 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import scipy.sparse as sp
 from numpy.typing import NDArray
 
 from es_plugin_bridge.engines.norms import int_to_byte4
 from es_plugin_bridge.engines.similarities import PostingStats, Similarity, make_similarity
 from es_plugin_bridge.errors import UserError
+
+if TYPE_CHECKING:  # imported where an index is built: listing the engines (--help) needs no scipy
+    import scipy.sparse as sp
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,8 @@ class Postings:
 
     @classmethod
     def from_tokens(cls, docs: Sequence[Sequence[str]]) -> Postings:
+        import scipy.sparse as sp
+
         vocabulary: dict[str, int] = {}
         term_ids: list[int] = []
         lengths = np.zeros(len(docs), dtype=np.int64)

@@ -49,9 +49,10 @@ class RankerContext:
     candidate of the data file; retrieval: every document; classify: every question of data + dev),
     deduplicated by id and in a stable order. ``params`` maps a ranker name to its keyword
     parameters (e.g. ``{"bm25": {"k1": 1.2}}``). ``shared`` lets rankers of one run reuse costly
-    work. ``engine`` answers the first-stage similarities (None: the embedded engine); it is given
-    ``collection`` to index on the first first-stage call. ``fused_first_stage`` forces the first stage
-    the ``fused`` ranker fuses with (default: the data's own order when it can, else BM25).
+    work. ``engine`` answers the first-stage similarities (None: the engine registry's default, the
+    embedded one); it is given ``collection`` to index on the first first-stage call.
+    ``fused_first_stage`` forces the first stage the ``fused`` ranker fuses with (default: the data's
+    own order when it can, else BM25).
     """
 
     collection: Sequence[Question]
@@ -70,9 +71,9 @@ class RankerContext:
         stage = self.shared.get(key)
         if stage is None:
             if self.engine is None:
-                from es_plugin_bridge.engines.embedded import EmbeddedEngine
+                from es_plugin_bridge.engines.registry import EngineContext, build_engine, default_engine
 
-                self.engine = EmbeddedEngine(self.tokens)
+                self.engine = build_engine(default_engine(), EngineContext(tokens=self.tokens))
             if not self.shared.get("engine.indexed"):
                 self.engine.index(list(self.collection))
                 self.shared["engine.indexed"] = True
