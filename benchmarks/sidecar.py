@@ -103,7 +103,7 @@ def in_process(model_dir: Path, checkpoint: Path | None, repeat: int) -> dict[st
     service = Service(model)
     req = RerankRequest.model_validate(bodies(1, seed=7)[0])
     questions = [_question(req.query), *[_question(d) for d in req.documents]]
-    feed = model._feed([model.token_ids(q) for q in questions])
+    feed = model.inputs.feed(model.inputs.encode(questions))
     output = [model.config.output]
     runners: dict[str, Callable[[], Any]] = {
         "onnx_floor": lambda: model.session.run(output, feed),
@@ -138,18 +138,17 @@ def torch_eager(checkpoint: Path, questions: list[Any], fixed: bool) -> Callable
     padded to the caps when the exported graph has static lengths (``fixed``), as onnxruntime gets it."""
     import torch
 
+    from es_plugin_bridge.training.families import Probe, family_of
     from exporters.export import load_source
-    from exporters.onnx_graph import _batch
 
     torch.set_num_threads(1)
     model, featurizer, _ = load_source(checkpoint)
     model.eval()
-    batch = _batch(featurizer, questions, fixed)
-    args = (batch["title_ids"], batch["title_mask"], batch["body_ids"], batch["body_mask"])
+    batch = family_of(model.model_type).probe_feed(featurizer, Probe("benchmark", questions, fixed))
 
     def run() -> Any:
         with torch.inference_mode():
-            return model.encode(*args)
+            return model.encode(**batch)
 
     return run
 

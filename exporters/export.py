@@ -7,8 +7,9 @@ next to ``out``; load that directory the way the server will (manifest check inc
 compare its ``neural``/``bow``/``model`` scores with ``NeuralScorer``; only then rename it to
 ``out``. A failure at any step leaves ``out`` untouched.
 
-A ``transformer`` checkpoint exports its encoder as (input_ids, attention_mask) → unit vector and
-adds its ``tokenizer.json``; the rest of the directory is the same. ``quantize="int8"`` replaces the
+What differs between model families (the graph's inputs, its wrapper and probes, extra files such as
+a transformer's ``tokenizer.json``) comes from the checkpoint's family (``training.families``); the rest
+of the directory is the same for all. ``quantize="int8"`` replaces the
 verified fp32 graph by onnxruntime's dynamic int8 quantisation, checked against torch with
 ``int8_tolerance`` (its differences are quantisation error, not export error) and recorded in
 config.json's ``verification.quantized``.
@@ -30,42 +31,28 @@ from typing import Any
 import numpy as np
 import onnx
 import onnxruntime
-import tokenizers
 import torch
 from safetensors import SafetensorError
 
 import es_plugin_bridge
+from es_plugin_bridge.core.manifest import write_manifest
 from es_plugin_bridge.core.model_config import (
+    ENCODER_OUTPUT,
     FORMAT,
     FORMAT_VERSION,
     Beta,
     ExportedConfig,
-    SubwordConfig,
     Verification,
 )
 from es_plugin_bridge.data.types import Dataset, Question
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.models import QuestionSimilarityModel
 from es_plugin_bridge.serving.model_dir import BOW_WEIGHTS, CONFIG, ENCODER, VOCAB, ModelDirectory
-from es_plugin_bridge.serving.tokenizer import TOKENIZER
 from es_plugin_bridge.training import checkpoint as ckpt
+from es_plugin_bridge.training.families import ModelFamily, family_of
 from es_plugin_bridge.training.featurize import Featurizer
 from es_plugin_bridge.training.scorer import NeuralScorer
-from es_plugin_bridge.core.manifest import write_manifest
-from exporters.onnx_graph import (
-    INPUTS,
-    OPSET,
-    OUTPUT,
-    SUBWORD_INPUTS,
-    Probe,
-    compare,
-    compare_subword,
-    export_subword_verified,
-    export_verified,
-    probes,
-    quantize_int8,
-    subword_probes,
-)
+from exporters.onnx_graph import OPSET, checks_for, compare, export_verified, quantize_int8
 
 SAMPLES = Path(es_plugin_bridge.__file__).parent / "samples"
 TRAIN_SUMMARY = ("best_dev_map", "best_epoch", "seconds")
@@ -162,6 +149,7 @@ def _install(tmp: Path, out: Path) -> None:
 
 
 def _config(
+    family: ModelFamily,
     model: QuestionSimilarityModel,
     featurizer: Featurizer,
     source: dict[str, Any],
@@ -169,7 +157,7 @@ def _config(
     dynamic: bool,
     verification: Verification,
 ) -> ExportedConfig:
-    subword = model.model_type == "transformer"
+    own = family.exported_config(model)
     fusion = source.get("fusion") or {}
     calibration = {name: fit["calibration"] for name, fit in fusion.get("first_stages", {}).items()
                    if fit.get("calibration")}
@@ -191,9 +179,9 @@ def _config(
         max_title=featurizer.max_title,
         max_body=featurizer.max_body,
         dynamic_length=dynamic,
-        inputs=SUBWORD_INPUTS if subword else INPUTS,
-        tokenizer=SubwordConfig(max_length=model.tokenizer.max_length) if subword else None,
-        output=OUTPUT,
+        inputs=own["inputs"],
+        tokenizer=own["tokenizer"],
+        output=ENCODER_OUTPUT,
         opset=OPSET,
         text=featurizer.preprocessor.options.model_dump(mode="json"),
         beta=beta,
@@ -204,7 +192,7 @@ def _config(
             "onnx": onnx.__version__,
             "onnxruntime": onnxruntime.__version__,
             "numpy": np.__version__,
-            **({"tokenizers": tokenizers.__version__} if subword else {}),
+            **own["versions"],
         },
         verification=verification,
         model=source.get("model", {}),
@@ -253,26 +241,17 @@ def export_checkpoint(
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.export-"))
     try:
-        subword = model.model_type == "transformer"
-        if subword:
-            diffs = export_subword_verified(model, featurizer, questions, tmp / ENCODER, tolerance)
-            dynamic = True
-            (tmp / TOKENIZER).write_text(model.tokenizer.to_str(), encoding="utf-8")
-        else:
-            dynamic, diffs = export_verified(model, featurizer, questions, tmp / ENCODER, tolerance)
+        family = family_of(model.model_type)
+        dynamic, diffs = export_verified(family, model, featurizer, questions, tmp / ENCODER, tolerance)
+        family.export_files(model, tmp)
         extra: dict[str, Any] = {}
         if quantize is not None:
             if quantize != "int8":
                 raise UserError(f"--quantize {quantize!r}: only int8 is supported")
             quantize_int8(tmp / ENCODER)
             fp32 = max(diffs.values())
-            if subword:
-                diffs = compare_subword(model, featurizer, tmp / ENCODER, subword_probes(questions),
-                                        measure="cosine")
-            else:
-                checks = probes(questions) if dynamic else [Probe(p.name, p.questions, True)
-                                                            for p in probes(questions)]
-                diffs = compare(model, featurizer, tmp / ENCODER, checks, measure="cosine")
+            diffs = compare(family, model, featurizer, tmp / ENCODER, checks_for(family, questions, dynamic),
+                            measure="cosine")
             extra = {"quantized": "int8", "fp32_max_abs_diff": fp32, "measure": "cosine"}
             tolerance = int8_tolerance
             if not max(diffs.values()) <= tolerance:
@@ -286,7 +265,7 @@ def export_checkpoint(
             questions=len(questions), tolerance=tolerance, max_abs_diff=max(diffs.values()), probes=diffs,
             **extra,
         )
-        _write_config(tmp, _config(model, featurizer, source, checkpoint, dynamic, verification))
+        _write_config(tmp, _config(family, model, featurizer, source, checkpoint, dynamic, verification))
         write_manifest(tmp)
         exported = ModelDirectory.load(tmp, threads=1)
         score_diff = compare_scores(NeuralScorer(model, featurizer), exported, questions)
@@ -296,7 +275,7 @@ def export_checkpoint(
                 "nothing was written"
             )
         verification = verification.model_copy(update={"score_max_abs_diff": score_diff})
-        _write_config(tmp, _config(model, featurizer, source, checkpoint, dynamic, verification))
+        _write_config(tmp, _config(family, model, featurizer, source, checkpoint, dynamic, verification))
         write_manifest(tmp)
         for path in tmp.iterdir():  # mkstemp made some files private; the server may be another user
             path.chmod(0o644)

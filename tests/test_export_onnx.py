@@ -17,13 +17,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from es_plugin_bridge.cli.export import main as export_main
 from es_plugin_bridge.data.spec import read_spec
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.serving import ModelDirectory
 from es_plugin_bridge.training.checkpoint import load_checkpoint
 from es_plugin_bridge.training.fusion import fuse
 from es_plugin_bridge.training.scorer import NeuralScorer
-from es_plugin_bridge.cli.export import main as export_main
 
 SAMPLES = Path(__file__).resolve().parents[1] / "es_plugin_bridge" / "samples"
 SEMEVAL_DEV = SAMPLES / "semeval2016-task3" / "SemEval2016-Task3-CQA-QL-dev.xml"

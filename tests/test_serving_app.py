@@ -20,12 +20,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from es_plugin_bridge.core.manifest import write_manifest
 from es_plugin_bridge.data.spec import read_spec
 from es_plugin_bridge.serving import ModelDirectory
 from es_plugin_bridge.serving.app import create_app
 from es_plugin_bridge.serving.relevance import combination_range, component_ranges, to_unit
 from es_plugin_bridge.training.calibration import apply_platt
-from exporters.manifest import write_manifest
 
 SAMPLES = Path(__file__).resolve().parents[1] / "es_plugin_bridge" / "samples"
 SEMEVAL_DEV = SAMPLES / "semeval2016-task3" / "SemEval2016-Task3-CQA-QL-dev.xml"

@@ -17,8 +17,8 @@ import torch
 from es_plugin_bridge.data.spec import read_spec
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.serving import ModelDirectory
+from es_plugin_bridge.serving.inputs import SubwordInputs
 from es_plugin_bridge.serving.tokenizer import TOKENIZER, SubwordTokenizer, question_text
-from es_plugin_bridge.serving.transformer_dir import TransformerModelDirectory
 from es_plugin_bridge.training.checkpoint import load_checkpoint
 from es_plugin_bridge.training.scorer import NeuralScorer
 from es_plugin_bridge.training.trainer import TrainConfig, Trainer
@@ -70,7 +70,7 @@ def test_onnx_vectors_and_scores_equal_torch_on_real_questions(trained, real_que
     model, featurizer, source = load_checkpoint(checkpoint)
     scorer = NeuralScorer(model, featurizer)
     served = ModelDirectory.load(exported, threads=1, batch_size=5)  # several batches of several widths
-    assert isinstance(served, TransformerModelDirectory)
+    assert isinstance(served.inputs, SubwordInputs)  # the sub-word family's adapter, chosen from config.json
     expected_vectors = scorer.vectors(real_questions)
     np.testing.assert_allclose(served.vectors(real_questions), expected_vectors, atol=1e-5, rtol=0)
     query, docs = real_questions[0], real_questions[1:]

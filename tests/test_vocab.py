@@ -11,11 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from es_plugin_bridge.core.vocab import idf_ln
+from es_plugin_bridge.core.vocab import PAD, PAD_ID, UNK, UNK_ID, Vocabulary, idf_ln
 from es_plugin_bridge.data.spec import read_spec
 from es_plugin_bridge.errors import DataFormatError, UserError
 from es_plugin_bridge.text import Preprocessor, TextOptions
-from es_plugin_bridge.core.vocab import PAD, PAD_ID, UNK, UNK_ID, Vocabulary
 
 SEMEVAL_DEV = (
     resources.files("es_plugin_bridge") / "samples/semeval2016-task3/SemEval2016-Task3-CQA-QL-dev.xml"

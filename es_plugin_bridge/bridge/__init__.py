@@ -1,4 +1,5 @@
-"""The Python bridge (DESIGN.md, Elasticsearch mode 3): first stage, then the sidecar, with fallback."""
+"""The Python bridge (docs/elasticsearch.md, mode 3; docs/architecture.md): first stage, then the sidecar,
+with fallback."""
 
 from es_plugin_bridge.bridge.search import BridgeSearch, Hit, SearchResult
 from es_plugin_bridge.bridge.sidecar_client import SidecarClient, SidecarUnavailable

@@ -230,7 +230,7 @@ def _open_mode(
 ) -> Any:
     from es_plugin_bridge.elastic.connection import cluster_info
     from es_plugin_bridge.elastic.first_stage import open_engine
-    from es_plugin_bridge.elastic.modes import make_mode
+    from es_plugin_bridge.elastic.mode_factory import make_mode
     from es_plugin_bridge.elastic.setup import read_meta
     from es_plugin_bridge.engines.registry import EngineContext
     from es_plugin_bridge.text import Preprocessor

@@ -94,7 +94,7 @@ def _setup(options: dict[str, Any], conn: Any, first_stage: str | None) -> Any:
         from es_plugin_bridge.elastic.connection import call, cluster_info
         from es_plugin_bridge.elastic.embedding import SidecarEmbedder
         from es_plugin_bridge.elastic.first_stage import open_engine
-        from es_plugin_bridge.elastic.modes import make_mode
+        from es_plugin_bridge.elastic.mode_factory import make_mode
         from es_plugin_bridge.elastic.ranker import ModeRanker
         from es_plugin_bridge.elastic.results import index_results, results_documents, results_run_id
         from es_plugin_bridge.elastic.setup import check_sidecar, meta_for_model, register_endpoints

@@ -23,6 +23,13 @@ MAX_PLATT = 1e6
 MAX_LENGTH = 4096
 MAX_DIMENSION = 65536
 MAX_VOCAB = 10_000_000
+#: The encoder graph's input names, per family: the papers' encoders read vocabulary ids of the title
+#: and the body, a transformer the sub-word ids of its own tokenizer. Serving picks the input adapter
+#: from these names (``serving.inputs``), so a directory never names code.
+VOCABULARY_INPUTS = ("title_ids", "title_mask", "body_ids", "body_mask")
+SUBWORD_INPUTS = ("input_ids", "attention_mask")
+#: The encoder graph's one output: the question's vector.
+ENCODER_OUTPUT = "neural"
 
 
 def _bounded(name: str, value: float, limit: float) -> None:
@@ -117,9 +124,8 @@ class ExportedConfig(BaseModel):
     dynamic_length: bool
     #: The papers' graphs take (title_ids, title_mask, body_ids, body_mask); a transformer's
     #: (input_ids, attention_mask) from its ``tokenizer``.
-    inputs: tuple[str, ...] = Field(("title_ids", "title_mask", "body_ids", "body_mask"), min_length=2,
-                                    max_length=4)
-    output: str = "neural"
+    inputs: tuple[str, ...] = Field(VOCABULARY_INPUTS, min_length=2, max_length=4)
+    output: str = ENCODER_OUTPUT
     opset: int
     text: dict[str, Any]
     beta: Beta

@@ -60,7 +60,7 @@ from es_plugin_bridge.elastic.connection import call
 from es_plugin_bridge.elastic.embedding import SidecarEmbedder
 from es_plugin_bridge.elastic.first_stage import ElasticsearchFirstStage
 from es_plugin_bridge.elastic.mappings import VECTOR_FIELD, rerank_text
-from es_plugin_bridge.elastic.modes import ModeResult, _Mode
+from es_plugin_bridge.elastic.modes import Mode, ModeResult
 from es_plugin_bridge.errors import UserError
 
 Body = dict[str, Any]
@@ -330,7 +330,7 @@ def _client_kwargs(body: Body) -> Body:
     return {("source" if key == "_source" else key): value for key, value in body.items()}
 
 
-class _WindowsMode(_Mode):
+class _WindowsMode(Mode):
     """The query embedded once; the first stage's and the vectors' top windows in one ``_msearch``."""
 
     def __init__(
@@ -515,7 +515,7 @@ def make_hybrid_mode(
     timeout: float,
     cluster: Any,
     knn: str = "exact",
-) -> _Mode:
+) -> Mode:
     """Mode ``hybrid`` or ``hybrid-rrf`` over ``stage``; UserError naming what the index or model lacks."""
     if knn not in KNN_METHODS:
         raise UserError(f"unknown --knn {knn!r} (choose from {', '.join(KNN_METHODS)})")

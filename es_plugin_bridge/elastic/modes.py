@@ -54,7 +54,7 @@ def _hits(answer: Mapping[str, Any]) -> list[tuple[str, float]]:
     return [(h["_id"], float(h["_score"])) for h in answer["hits"]["hits"]]
 
 
-class _Mode:
+class Mode:
     name = ""
 
     def __init__(self, stage: ElasticsearchFirstStage, beta: Mapping[str, float], window: int) -> None:
@@ -108,7 +108,7 @@ class _Mode:
         return embedding
 
 
-class NativeMode(_Mode):
+class NativeMode(Mode):
     """Elasticsearch calls the sidecar (``/v1/rerank?score=linear``) through ``inference_id``."""
 
     name = "native"
@@ -151,7 +151,7 @@ class NativeMode(_Mode):
                           note=note)
 
 
-class VectorsMode(_Mode):
+class VectorsMode(Mode):
     """The query embedded once by the sidecar; the window rescored with stored vectors and BOW features.
 
     ``one_call`` (enterprise/trial): a ``rescorer`` retriever over a min-maxing ``linear``. Otherwise
@@ -214,7 +214,7 @@ class VectorsMode(_Mode):
         return ModeResult(_hits(answer), True, timings_ms=timings, request=body)
 
 
-class BridgeMode(_Mode):
+class BridgeMode(Mode):
     """The client reranks the first-stage window through ``/v1/rerank`` (first-stage order on failure):
     ``esrerank search``'s :class:`BridgeSearch` over the Elasticsearch first stage."""
 
@@ -245,46 +245,3 @@ class BridgeMode(_Mode):
         result = bridge.rerank(query, found, k, {"first_stage": 1000 * (time.perf_counter() - start)})
         hits = [(h.question.id, h.score) for h in result.hits]
         return ModeResult(hits, result.reranked, result.fallback_reason, result.timings_ms)
-
-
-def make_mode(
-    mode: str,
-    stage: ElasticsearchFirstStage,
-    meta: Any,
-    *,
-    window: int,
-    sidecar_url: str,
-    token: str | None,
-    timeout: float,
-    cluster: Any,
-    allow_rerank_failures: bool = False,
-    knn: str = "exact",
-) -> _Mode:
-    """The mode ``mode`` over ``stage`` with the index meta's β for that first stage; UserError naming
-    what the cluster or the index lacks for it."""
-    if mode not in MODES:
-        raise UserError(f"unknown mode {mode!r} (choose from {', '.join(MODES)})")
-    cluster.require(mode)
-    if mode in ("hybrid", "hybrid-rrf"):  # knn: exact (script_score) or hnsw
-        from es_plugin_bridge.elastic.hybrid import make_hybrid_mode
-
-        return make_hybrid_mode(mode, stage, meta, window=window, sidecar_url=sidecar_url, token=token,
-                                timeout=timeout, cluster=cluster, knn=knn)
-    beta = meta.beta(stage.similarity)
-    if mode == "native":
-        endpoint = meta.inference.get(stage.similarity)
-        if endpoint is None:
-            raise UserError(
-                f"index {stage.index} has no inference endpoint for {stage.similarity}; run "
-                "`esrerank es setup` against a cluster that supports mode native"
-            )
-        if allow_rerank_failures:
-            cluster.require("native-allow-failures")
-        return NativeMode(stage, beta, window, endpoint, allow_rerank_failures)
-    if mode == "vectors":
-        if meta.dimension is None:
-            raise UserError(f"index {stage.index} holds no vectors (it was set up without a model)")
-        embedder = SidecarEmbedder(sidecar_url, token=token, timeout=timeout)
-        one_call = cluster.paid and cluster.version >= (8, 18, 0)
-        return VectorsMode(stage, beta, window, embedder, meta.neural_similarity, one_call)
-    return BridgeMode(stage, beta, window, SidecarClient(sidecar_url, token=token, timeout=timeout))

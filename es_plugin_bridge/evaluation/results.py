@@ -1,4 +1,4 @@
-"""The result of one evaluation run and its JSON form (the contract of DESIGN.md)."""
+"""The result of one evaluation run and its JSON form (a contract: docs/architecture.md, "Contracts")."""
 
 from __future__ import annotations
 

@@ -31,7 +31,7 @@ class RecurrentEncoder(Encoder):
         self.embedding = embedding
         self.cell = cell
         self.pooling = pooling
-        rnn_class = nn.LSTM if cell == "lstm" else nn.GRU
+        rnn_class = {"lstm": nn.LSTM, "gru": nn.GRU}[cell]
         self.rnn = rnn_class(embedding.embedding_dim, hidden_dim, batch_first=True)
         self.dropout = nn.Dropout(dropout)
         self.output_dim = hidden_dim

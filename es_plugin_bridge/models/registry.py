@@ -16,7 +16,7 @@ import importlib
 import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
@@ -90,9 +90,10 @@ class ModelType:
     encoder_args: Mapping[str, Any] = field(default_factory=dict)
     #: The default recipe (``--recipe best``); None: the paper's.
     best_recipe: Recipe | None = None
-    #: ``paper``: a :class:`QuestionSimilarityModel` over the product's vocabulary (``build_model``);
-    #: ``transformer``: a pretrained sub-word encoder with its own tokenizer (``models.transformer``).
-    family: Literal["paper", "transformer"] = "paper"
+    #: The model family (``training.families``): ``vocabulary``, a :class:`QuestionSimilarityModel` over
+    #: the product's vocabulary (``build_model``); ``subword``, a pretrained sub-word encoder with its own
+    #: tokenizer (``models.transformer``).
+    family: str = "vocabulary"
     pretrainable: bool = False
     learned_bow: bool = False
 
@@ -149,14 +150,14 @@ REGISTRY: dict[str, ModelType] = {
                   "es_plugin_bridge.models.siamese_cnn:SiameseCNNEncoder", best_recipe=_best(_P004_RECIPE)),
         ModelType("transformer", "sentence-transformers bi-encoder (all-MiniLM-L6-v2 by default)",
                   TransformerHyper, _TRANSFORMER, "es_plugin_bridge.models.transformer:TransformerEncoder",
-                  family="transformer"),
+                  family="subword"),
     )
 }
 
 #: Every type ``esrerank train`` takes.
 ALL_TYPES = tuple(REGISTRY)
 #: The papers' types: :func:`~es_plugin_bridge.models.build_model` builds these over the vocabulary.
-MODEL_TYPES = tuple(name for name, t in REGISTRY.items() if t.family == "paper")
+MODEL_TYPES = tuple(name for name, t in REGISTRY.items() if t.family == "vocabulary")
 PRETRAINABLE_TYPES = tuple(name for name, t in REGISTRY.items() if t.pretrainable)
 
 

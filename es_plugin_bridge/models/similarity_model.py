@@ -179,7 +179,7 @@ def build_model(
     random and the BOW weights t at ones. Unknown type or bad hyper-parameter → UserError.
     """
     entry = registry.model_type(model_type)
-    if entry.family != "paper":
+    if entry.family != "vocabulary":
         raise UserError(f"model type {model_type!r} is not built over the vocabulary: use "
                         f"es_plugin_bridge.models.transformer for it")
     parsed = parse_hyper(model_type, hyper)

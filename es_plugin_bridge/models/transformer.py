@@ -12,7 +12,8 @@ the scorers, fusion and calibration treat it like any other type; only its input
 Nothing is ever downloaded: the Hugging Face libraries are put offline before they are imported, the
 weights come from safetensors files only (no pickles), and a missing model is one UserError naming
 the package to install or ``--init DIR`` to pass. A checkpoint holds the network's config
-(``transformer_config.json``) and ``tokenizer.json`` beside the weights, so it needs no init directory.
+(``transformer_config.json``) and ``tokenizer.json`` beside the weights (written by its family,
+``training.families.subword``), so it needs no init directory.
 """
 
 from __future__ import annotations
@@ -162,12 +163,6 @@ class TransformerSimilarityModel(nn.Module):
 
     def forward(self, q: Mapping[str, torch.Tensor], d: Mapping[str, torch.Tensor]) -> torch.Tensor:
         return self.score(self.encode(*(q[k] for k in INPUTS)), self.encode(*(d[k] for k in INPUTS)))
-
-    def save_files(self, out: Path) -> None:
-        """The network's config and the tokenizer, beside the checkpoint's weights."""
-        (out / NETWORK_CONFIG).write_text(json.dumps(self.network_config, indent=2, sort_keys=True) + "\n",
-                                          encoding="utf-8")
-        (out / TOKENIZER).write_text(self.tokenizer.to_str(), encoding="utf-8")
 
 
 def build_transformer(init: str | Path | None = None, **hyper: Any) -> TransformerSimilarityModel:

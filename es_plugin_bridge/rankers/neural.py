@@ -2,7 +2,8 @@
 
 Both load ``--model DIR``: a checkpoint directory written by ``esrerank train`` (scored with torch)
 or a model directory written by ``export-onnx`` (it has a manifest.json; scored with onnxruntime
-through ``serving.scorer.ExportedScorer``). Either format stores the fusion β in its config.json.
+through ``serving.scorer.ExportedScorer``; ``rankers.scorers.open_scorer`` picks). Either format stores
+the fusion β in its config.json.
 ``fused`` = β_fs·minmax(first stage) + β_bow·bow + β_neural·neural, with the β fitted on dev data
 at training time for each first stage (see ``training/fusion.py``). Its first stage is the data's
 own order (``given``) when the model has β for it and the query carries first-stage scores, else
@@ -13,7 +14,6 @@ documents, as Elasticsearch's rescore step does.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
@@ -21,56 +21,42 @@ from es_plugin_bridge.data.types import Pair, Question, RankingQuery
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.rankers import build, register
 from es_plugin_bridge.rankers.base import Ranker, RankerContext
+from es_plugin_bridge.rankers.scorers import open_scorer
+from es_plugin_bridge.serving.scorer import CollectionSearcher, Scorer
 from es_plugin_bridge.training.devdata import WINDOW
 
 _SCORER = "neural.scorer"
 _SEARCHER = "neural.searcher"
 
 
-def _scorer(context: RankerContext) -> Any:
-    """The run's scorer (NeuralScorer or ExportedScorer, by the directory's format), built once."""
-    from es_plugin_bridge.serving.scorer import ExportedScorer, is_exported
-
+def _scorer(context: RankerContext) -> Scorer:
+    """The run's scorer (``open_scorer``: by the directory's format), built once."""
     scorer = context.shared.get(_SCORER)
     if scorer is None:
         assert context.model_dir is not None
-        if is_exported(context.model_dir):
-            scorer = ExportedScorer.from_dir(context.model_dir)
-        else:
-            from es_plugin_bridge.training.scorer import NeuralScorer
-
-            scorer = NeuralScorer.from_dir(context.model_dir)
+        scorer = open_scorer(context.model_dir)
         scorer.vectors(list(context.collection))  # one batched pass over the collection
         context.shared[_SCORER] = scorer
-    return scorer
+    return scorer  # type: ignore[return-value]
 
 
-def preloaded(scorer: Any) -> dict[str, object]:
+def preloaded(scorer: Scorer) -> dict[str, object]:
     """A ``RankerContext.shared`` holding a scorer built (and its collection encoded) beforehand, so a run
     reuses those encodings instead of encoding the collection again."""
     return {_SCORER: scorer}
 
 
-def _fusion_weights(context: RankerContext, scorer: Any) -> dict[str, dict[str, float]]:
-    """β per first stage: the exported config's ``beta.fusion``, or the checkpoint's ``fusion``."""
-    from es_plugin_bridge.serving.scorer import ExportedScorer
-    from es_plugin_bridge.training.checkpoint import read_config
-
-    if isinstance(scorer, ExportedScorer):
-        return dict(scorer.fusion)
-    assert context.model_dir is not None
-    fusion = read_config(context.model_dir).get("fusion") or {}
-    return {name: fit["weights"] for name, fit in fusion.get("first_stages", {}).items()}
+def _fusion_weights(context: RankerContext, scorer: Scorer) -> dict[str, dict[str, float]]:
+    """β per first stage, as the model directory stores them (either format)."""
+    return dict(scorer.fusion)
 
 
-def _searcher(context: RankerContext) -> Any:
-    from es_plugin_bridge.training.scorer import CollectionSearcher
-
+def _searcher(context: RankerContext) -> CollectionSearcher:
     searcher = context.shared.get(_SEARCHER)
     if searcher is None:
         searcher = CollectionSearcher(_scorer(context), context.collection)
         context.shared[_SEARCHER] = searcher
-    return searcher
+    return searcher  # type: ignore[return-value]
 
 
 @register("model", needs_model=True, description="the trained model's score alone")

@@ -1,16 +1,10 @@
-"""Load a verified exported model directory and score questions with onnxruntime (no torch).
+"""An exported model directory: verified files → config, vocabulary, weights, session, input adapter.
 
-This is the sidecar's core. Scores reproduce ``training.scorer.NeuralScorer`` exactly:
-
-- ``neural``: cosine (or exp(−L1) for the Manhattan models) of the encoder's vectors;
-- ``bow``: cosine of L2-normalised weighted bags of words (tf · learned t for bow-cnn, tf · IDF
-  otherwise), over the same capped title + body ids the encoder sees;
-- ``model``: bow-cnn's β₁·bow + β₂·neural, else ``neural``;
-- ``fused`` (when first-stage scores are given): β_fs·minmax(first stage) + β_bow·bow + β_neural·neural
-  with the β fitted for that first stage at training time.
-
-Loading parses only JSON, a ``.npy`` array (``allow_pickle=False``) and an ONNX graph, from the
-bytes whose sha256 the manifest vouches for; nothing in the directory can run code.
+Loading parses only JSON, a ``.npy`` array (``allow_pickle=False``), an ONNX graph and, for sub-word
+families, a ``tokenizer.json``, from the bytes whose sha256 the manifest vouches for; nothing in the
+directory can run code, and nothing in it names code: the input adapter is chosen from the graph's
+input names (``serving.inputs``). Questions are encoded here (onnxruntime vectors, bags of words);
+every score is computed by ``core.scoring``, the same maths the PyTorch scorer uses.
 """
 
 from __future__ import annotations
@@ -26,13 +20,15 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-from es_plugin_bridge.core.fusion import fuse
+from es_plugin_bridge.core import scoring
 from es_plugin_bridge.core.manifest import MANIFEST, read_verified
 from es_plugin_bridge.core.model_config import ExportedConfig, parse_config
-from es_plugin_bridge.core.vocab import PAD_ID, UNK_ID, Vocabulary
+from es_plugin_bridge.core.scoring import COMPONENTS, BagOfWords
+from es_plugin_bridge.core.vocab import Vocabulary
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.errors import DataFormatError, UserError
 from es_plugin_bridge.serving.device import Device, check_active, requested_providers
+from es_plugin_bridge.serving.inputs import Encoded, EncoderInputs, input_adapter
 from es_plugin_bridge.text import Preprocessor, TextOptions
 
 CONFIG = "config.json"
@@ -40,11 +36,8 @@ VOCAB = "vocab.json"
 ENCODER = "encoder.onnx"
 BOW_WEIGHTS = "bow_weights.npy"
 FILES = (CONFIG, VOCAB, ENCODER, BOW_WEIGHTS)
-COMPONENTS = ("neural", "bow", "model")
 
 log = logging.getLogger("esrerank.sidecar")
-
-BagOfWords = tuple[np.ndarray, np.ndarray]  # (vocabulary ids int64, L2-normalised weights float64)
 
 
 def _tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
@@ -103,7 +96,7 @@ def _bow_weights(data: bytes, source: str, size: int) -> np.ndarray:
 
 
 class ModelDirectory:
-    """An exported model: text pipeline, vocabulary, ONNX encoder, BOW weights and β."""
+    """An exported model: text pipeline, vocabulary, ONNX encoder and its input adapter, BOW weights, β."""
 
     def __init__(
         self,
@@ -112,6 +105,7 @@ class ModelDirectory:
         vocab: Vocabulary,
         bow_weights: np.ndarray,
         session: ort.InferenceSession,
+        inputs: EncoderInputs,
         batch_size: int = 64,
     ) -> None:
         self.path = path
@@ -119,8 +113,8 @@ class ModelDirectory:
         self.vocab = vocab
         self.bow_weights = bow_weights
         self.session = session
+        self.inputs = inputs
         self.batch_size = batch_size
-        self.preprocessor = Preprocessor(TextOptions.from_mapping(config.text, source=str(path / CONFIG)))
 
     @classmethod
     def load(cls, path: str | Path, *, threads: int | None = None, batch_size: int = 64,
@@ -141,11 +135,9 @@ class ModelDirectory:
         names = sorted(i.name for i in session.get_inputs())
         if names != sorted(config.inputs) or [o.name for o in session.get_outputs()] != [config.output]:
             raise UserError(f"{path / ENCODER}: inputs/outputs differ from those in {CONFIG}")
-        loaded = cls(path, config, vocab, weights, session, batch_size)
-        if config.tokenizer is not None:  # a transformer: sub-word inputs from tokenizer.json
-            from es_plugin_bridge.serving.transformer_dir import with_tokenizer
-
-            loaded = with_tokenizer(loaded, files)
+        preprocessor = Preprocessor(TextOptions.from_mapping(config.text, source=str(path / CONFIG)))
+        inputs = input_adapter(path, config, vocab, preprocessor, files)
+        loaded = cls(path, config, vocab, weights, session, inputs, batch_size)
         try:  # one real run, so a graph that cannot serve fails here rather than on the first request
             shape = loaded.vectors([Question("load-check", "load check", "")]).shape
         except ValueError as exc:  # numpy: the graph's output does not fit [1, dimension]
@@ -179,72 +171,36 @@ class ModelDirectory:
         return self.config.beta.fusion
 
     # -- encodings ------------------------------------------------------------------------------
-    def token_ids(self, question: Question) -> tuple[list[int], list[int]]:
-        """Title and body ids capped at max_title / max_body (as the training Featurizer does)."""
-        title = self.vocab.ids(self.preprocessor.title_tokens(question))[: self.config.max_title]
-        body = self.vocab.ids(self.preprocessor.body_tokens(question))[: self.config.max_body]
-        return title, body
-
-    def _feed(self, encoded: Sequence[tuple[list[int], list[int]]]) -> dict[str, np.ndarray]:
-        feed: dict[str, np.ndarray] = {}
-        for part, cap in ((0, self.config.max_title), (1, self.config.max_body)):
-            rows = [e[part] for e in encoded]
-            width = max(1, max(len(r) for r in rows)) if self.config.dynamic_length else cap
-            ids = np.full((len(rows), width), PAD_ID, dtype=np.int64)
-            mask = np.zeros((len(rows), width), dtype=bool)
-            for i, row in enumerate(rows):
-                ids[i, : len(row)] = row
-                mask[i, : len(row)] = True
-            name = self.config.inputs[2 * part]
-            feed[name], feed[self.config.inputs[2 * part + 1]] = ids, mask
-        return feed
+    def token_ids(self, question: Question) -> Encoded:
+        """The ids the input adapter encodes ``question`` to: vocabulary title and body ids (capped as
+        the training featurizer caps them), then the family's own ids if any."""
+        return self.inputs.encode([question])[0]
 
     def vectors(self, questions: Sequence[Question]) -> np.ndarray:
         """Neural vectors [N, D] float32, run in batches of ``batch_size``."""
-        return self.vectors_from_ids([self.token_ids(q) for q in questions])
+        return self.vectors_from_ids(self.inputs.encode(questions))
 
-    def vectors_from_ids(self, encoded: Sequence[tuple[list[int], list[int]]]) -> np.ndarray:
-        """Neural vectors [N, D] float32 of already tokenised questions (``token_ids``), in batches."""
+    def vectors_from_ids(self, encoded: Sequence[Encoded]) -> np.ndarray:
+        """Neural vectors [N, D] float32 of already encoded questions (``token_ids``), in batches."""
         out = np.zeros((len(encoded), self.dimension), dtype=np.float32)
         for start in range(0, len(encoded), self.batch_size):
             chunk = encoded[start : start + self.batch_size]
-            out[start : start + len(chunk)] = self.session.run([self.config.output], self._feed(chunk))[0]
+            feed = self.inputs.feed(chunk)
+            out[start : start + len(chunk)] = self.session.run([self.config.output], feed)[0]
         return out
 
     def bag_of_words(self, question: Question) -> BagOfWords:
         """Sorted vocabulary ids and their L2-normalised weights tf·t."""
-        return self.bag_from_ids(*self.token_ids(question))
+        encoded = self.token_ids(question)
+        return self.bag_from_ids(encoded[0], encoded[1])
 
     def bag_from_ids(self, title: list[int], body: list[int]) -> BagOfWords:
         """:meth:`bag_of_words` of an already tokenised question."""
-        ids, counts = np.unique(np.asarray(title + body, dtype=np.int64), return_counts=True)
-        keep = (ids != PAD_ID) & (ids != UNK_ID)  # unknown words are no shared word
-        ids, counts = ids[keep], counts[keep]
-        values = counts * self.bow_weights[ids].astype(np.float64)
-        norm = np.sqrt((values * values).sum())
-        return ids, (values / norm if norm > 0 else values)
+        return scoring.bag_of_words(title, body, self.bow_weights)
 
-    def bags_from_ids(self, encoded: Sequence[tuple[list[int], list[int]]]) -> list[BagOfWords]:
+    def bags_from_ids(self, encoded: Sequence[Encoded]) -> list[BagOfWords]:
         """:meth:`bag_from_ids` of many questions in one vectorised pass (bit-identical to it)."""
-        if not encoded:
-            return []
-        rows = [title + body for title, body in encoded]
-        lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
-        flat = np.fromiter((i for row in rows for i in row), dtype=np.int64, count=int(lengths.sum()))
-        owner = np.repeat(np.arange(len(rows), dtype=np.int64), lengths)
-        size = np.int64(self.config.vocab_size)
-        pairs, counts = np.unique(owner * size + flat, return_counts=True)  # sorted by (owner, id)
-        docs, ids = np.divmod(pairs, size)
-        keep = (ids != PAD_ID) & (ids != UNK_ID)
-        docs, ids, counts = docs[keep], ids[keep], counts[keep]
-        values = counts * self.bow_weights[ids].astype(np.float64)
-        bounds = np.searchsorted(docs, np.arange(len(rows) + 1))
-        bags = []
-        for start, end in zip(bounds[:-1], bounds[1:], strict=True):
-            v = values[start:end]
-            norm = np.sqrt((v * v).sum())
-            bags.append((ids[start:end].copy(), v / norm if norm > 0 else v.copy()))
-        return bags
+        return scoring.bags_of_words(encoded, self.bow_weights)
 
     def encode(self, questions: Sequence[Question]) -> dict[str, Any]:
         """``neural`` [N, D] float32 and ``bow``: one (ids, weights) pair per question."""
@@ -254,47 +210,23 @@ class ModelDirectory:
         """The tokens of vocabulary ids (e.g. the keys of a ``rank_features`` field)."""
         return [self.vocab.tokens[int(i)] for i in ids]
 
-    # -- scores ---------------------------------------------------------------------------------
+    # -- scores (core.scoring) ----------------------------------------------------------------------
     def neural_similarity(self, query: np.ndarray, docs: np.ndarray) -> np.ndarray:
         """Similarity of one query vector [D] to document vectors [N, D] → [N] float64."""
-        q = query.astype(np.float64)
-        d = docs.astype(np.float64)
-        if self.similarity == "manhattan":  # floored as in models.similarity: stays in (0, 1]
-            return np.maximum(np.exp(-np.abs(d - q).sum(1)), float(np.finfo(np.float32).tiny))
-        qn = q / max(float(np.linalg.norm(q)), 1e-8)
-        dn = d / np.maximum(np.linalg.norm(d, axis=1, keepdims=True), 1e-8)
-        return dn @ qn
+        return scoring.neural_similarity(query, docs, self.similarity)
 
     @staticmethod
     def bow_similarity(query: BagOfWords, docs: Sequence[BagOfWords]) -> np.ndarray:
-        """Cosine of one normalised bag of words to each of ``docs`` → [N] float64.
-
-        One vectorised pass over all documents' terms (the request path), not a loop per document:
-        query ids are sorted (``np.unique``), so ``searchsorted`` finds each document term's match.
-        """
-        q_ids, q_values = query
-        if not docs or len(q_ids) == 0:
-            return np.zeros(len(docs))
-        ids = np.concatenate([d[0] for d in docs])
-        values = np.concatenate([d[1] for d in docs])
-        owner = np.repeat(np.arange(len(docs)), [len(d[0]) for d in docs])
-        at = np.minimum(np.searchsorted(q_ids, ids), len(q_ids) - 1)
-        hit = q_ids[at] == ids
-        return np.bincount(owner[hit], weights=(values[hit] * q_values[at[hit]]), minlength=len(docs))
+        """Cosine of one normalised bag of words to each of ``docs`` → [N] float64."""
+        return scoring.bow_similarity(query, docs)
 
     def model_score(self, neural: np.ndarray, bow: np.ndarray) -> np.ndarray:
-        beta = self.config.beta.model
-        return neural if beta is None else beta[0] * bow + beta[1] * neural
+        return scoring.model_score(neural, bow, self.config.beta.model)
 
     def fusion_stage(self, first_stage: str | None = None) -> str:
         """The first stage whose β to use: the one asked for, else the training default."""
-        stages = self.fusion
-        if not stages:
-            raise UserError(f"{self.path / CONFIG}: the model has no fusion weights (β)")
-        name = first_stage or self.config.beta.fusion_default or next(iter(stages))
-        if name not in stages:
-            raise UserError(f"no fusion weights for first stage {name!r}; the model has {sorted(stages)}")
-        return name
+        return scoring.fusion_stage(self.fusion, self.config.beta.fusion_default, first_stage,
+                                    str(self.path / CONFIG))
 
     def rerank(
         self,
@@ -327,15 +259,9 @@ class ModelDirectory:
         first_stage: str | None = None,
     ) -> dict[str, np.ndarray]:
         """:meth:`rerank` from encodings already computed (e.g. cached by the sidecar)."""
-        neural = self.neural_similarity(query_vector, doc_vectors)
-        bow = self.bow_similarity(query_bag, doc_bags)
-        out = {"neural": neural, "bow": bow, "model": self.model_score(neural, bow)}
-        if first_stage_scores is not None:
-            weights = self.fusion[self.fusion_stage(first_stage)]
-            features = {"first_stage": np.asarray(first_stage_scores, dtype=np.float64), "bow": bow,
-                        "neural": neural}
-            out["fused"] = fuse(features, weights)
-        return out
+        weights = None if first_stage_scores is None else self.fusion[self.fusion_stage(first_stage)]
+        return scoring.scores(query_vector, query_bag, doc_vectors, doc_bags, self.similarity,
+                              self.config.beta.model, first_stage_scores, weights)
 
 
 __all__ = ["BOW_WEIGHTS", "CONFIG", "ENCODER", "FILES", "MANIFEST", "VOCAB", "BagOfWords", "ModelDirectory"]

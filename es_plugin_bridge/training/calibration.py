@@ -1,9 +1,10 @@
 """Platt scaling: turn a ranking score into P(relevant) with one logistic curve fit on dev candidates.
 
-The sidecar answers probabilities (DESIGN.md: Elasticsearch adds and compares them, and rewrites
-negative scores). ``σ(a·s + b)`` with ``a > 0`` is strictly increasing in ``s``, so calibrating
-never changes a ranking; it only gives the score a meaning ("how likely is this candidate a
-duplicate of the query") that holds across queries. Needs both relevant and irrelevant candidates.
+The sidecar answers probabilities (docs/architecture.md, docs/sidecar-api.md: Elasticsearch adds and
+compares them, and rewrites negative scores). ``σ(a·s + b)`` with ``a > 0`` is strictly increasing in
+``s``, so calibrating never changes a ranking; it only gives the score a meaning ("how likely is this
+candidate a duplicate of the query") that holds across queries. Needs both relevant and irrelevant
+candidates.
 """
 
 from __future__ import annotations

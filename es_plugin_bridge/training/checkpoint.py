@@ -9,8 +9,8 @@ Layout written by ``esrerank train --out DIR``::
     history.json       per-epoch loss and dev metric
     training.png       the same, plotted
 
-A ``transformer`` checkpoint adds ``transformer_config.json`` (the network's sizes) and
-``tokenizer.json``, so it rebuilds without the directory it was initialised from.
+A model family may add files (``ModelFamily.save_files``): a transformer's ``transformer_config.json``
+(the network's sizes) and ``tokenizer.json``, so it rebuilds without the directory it was initialised from.
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ from safetensors.torch import load_file, save_file
 from es_plugin_bridge import __version__
 from es_plugin_bridge.core.vocab import Vocabulary
 from es_plugin_bridge.errors import UserError
-from es_plugin_bridge.models import QuestionSimilarityModel, build_model
-from es_plugin_bridge.models.registry import model_type
+from es_plugin_bridge.models import QuestionSimilarityModel
 from es_plugin_bridge.text import Preprocessor, TextOptions
-from es_plugin_bridge.training.featurize import Featurizer, SubwordFeaturizer
+from es_plugin_bridge.training.families import family_of
+from es_plugin_bridge.training.featurize import Featurizer
 
 CONFIG = "config.json"
 VOCAB = "vocab.json"
@@ -55,8 +55,7 @@ def save_checkpoint(out: Path, model: Any, featurizer: Featurizer, extra: dict[s
     save_file(state, str(tmp))
     os.replace(tmp, out / WEIGHTS)
     featurizer.vocab.save(out / VOCAB)
-    if hasattr(model, "save_files"):  # the transformer's network config and tokenizer
-        model.save_files(out)
+    family_of(model.model_type).save_files(model, out)  # e.g. a transformer's network config and tokenizer
     config = {
         "format": FORMAT,
         "version": __version__,
@@ -91,13 +90,8 @@ def load_checkpoint(directory: Path) -> tuple[QuestionSimilarityModel, Featurize
     directory = Path(directory)
     config = read_config(directory)
     vocab = Vocabulary.load(directory / VOCAB)
-    family = model_type(config["model"].get("model_type", "")).family
-    if family == "transformer":
-        from es_plugin_bridge.models.transformer import transformer_from_checkpoint
-
-        model = transformer_from_checkpoint(directory, config["model"])
-    else:
-        model = build_model(**config["model"])
+    family = family_of(config["model"].get("model_type", ""))
+    model = family.rebuild(directory, config["model"])
     weights = directory / WEIGHTS
     if not weights.is_file():
         raise UserError(f"{directory}: {WEIGHTS} is missing")
@@ -108,10 +102,6 @@ def load_checkpoint(directory: Path) -> tuple[QuestionSimilarityModel, Featurize
         raise UserError(f"{weights}: weights do not fit the model in {CONFIG}: {exc}") from None
     model.eval()
     options = TextOptions.from_mapping(config["text"], source=str(directory / CONFIG))
-    if family == "transformer":
-        featurizer: Featurizer = SubwordFeaturizer(
-            Preprocessor(options), vocab, model.tokenizer, config["max_title"], config["max_body"]
-        )
-    else:
-        featurizer = Featurizer(Preprocessor(options), vocab, config["max_title"], config["max_body"])
+    preprocessor = Preprocessor(options)
+    featurizer = family.featurizer(model, preprocessor, vocab, config["max_title"], config["max_body"])
     return model, featurizer, config

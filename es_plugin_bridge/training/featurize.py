@@ -15,7 +15,6 @@ import torch
 
 from es_plugin_bridge.core.vocab import PAD_ID, Vocabulary
 from es_plugin_bridge.data.types import Question
-from es_plugin_bridge.serving.tokenizer import SubwordTokenizer, question_text
 from es_plugin_bridge.text import Preprocessor
 
 
@@ -66,38 +65,3 @@ def _pad(rows: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
         ids[i, : len(row)] = row
         mask[i, : len(row)] = True
     return torch.from_numpy(ids), torch.from_numpy(mask)
-
-
-class SubwordFeaturizer(Featurizer):
-    """For the transformer type: ``batch`` gives its sub-word ``input_ids`` / ``attention_mask``.
-
-    ``ids`` stays the vocabulary's (title, body) ids: the bag-of-words component that fusion uses is
-    the same IDF-weighted BOW as for the other non-BOW types. The text the transformer reads is the
-    preprocessed title and cut body (``serving.tokenizer.question_text``), tokenised by the model's own
-    ``tokenizer.json`` — the same class the sidecar uses.
-    """
-
-    def __init__(
-        self,
-        preprocessor: Preprocessor,
-        vocab: Vocabulary,
-        tokenizer: SubwordTokenizer,
-        max_title: int = 48,
-        max_body: int = 100,
-    ) -> None:
-        super().__init__(preprocessor, vocab, max_title, max_body)
-        self.tokenizer = tokenizer
-        self._subwords: dict[str, list[int]] = {}
-
-    def subword_ids(self, questions: Sequence[Question]) -> list[list[int]]:
-        """Sub-word ids of each question (cached by id; new ones tokenised in one batch)."""
-        todo = list({q.id: q for q in questions if q.id not in self._subwords}.values())
-        if todo:
-            texts = [question_text(self.preprocessor, q) for q in todo]
-            for q, row in zip(todo, self.tokenizer.ids(texts), strict=True):
-                self._subwords[q.id] = row
-        return [self._subwords[q.id] for q in questions]
-
-    def batch(self, questions: Sequence[Question]) -> dict[str, torch.Tensor]:
-        ids, mask = self.tokenizer.pad(self.subword_ids(questions))
-        return {"input_ids": torch.from_numpy(ids), "attention_mask": torch.from_numpy(mask)}

@@ -27,15 +27,14 @@ from es_plugin_bridge.core.vocab import Vocabulary
 from es_plugin_bridge.data.types import Dataset, Question, RankingQuery
 from es_plugin_bridge.engines import EmbeddedIndex
 from es_plugin_bridge.errors import UserError
-from es_plugin_bridge.models import PRETRAINABLE_TYPES, QuestionSimilarityModel, TitleDecoder, build_model
-from es_plugin_bridge.models.registry import model_type
+from es_plugin_bridge.models import PRETRAINABLE_TYPES, QuestionSimilarityModel, TitleDecoder
 from es_plugin_bridge.text import Preprocessor, TextOptions
 from es_plugin_bridge.training.calibration import fit_platt
 from es_plugin_bridge.training.checkpoint import save_checkpoint, write_json
 from es_plugin_bridge.training.devdata import FORCED, PAIR_QUERIES, WINDOW, dev_queries
-from es_plugin_bridge.training.embeddings import embedding_matrix, word2vec_matrix
 from es_plugin_bridge.training.examples import TrainingSet, build_training_set
-from es_plugin_bridge.training.featurize import Featurizer, SubwordFeaturizer
+from es_plugin_bridge.training.families import BuildSetup, family_of
+from es_plugin_bridge.training.featurize import Featurizer
 from es_plugin_bridge.training.fusion import fit_weights, fuse, mean_ap
 from es_plugin_bridge.training.losses import LOSSES
 from es_plugin_bridge.training.plots import plot_history
@@ -120,42 +119,17 @@ class Trainer:
         vocab = Vocabulary.build(
             (self.preprocessor.tokens(q) for q in self.data.questions.values()), min_count=cfg.min_count
         )
-        self.featurizer = Featurizer(self.preprocessor, vocab, cfg.max_title, cfg.max_body)
         long_titles = sum(len(self.preprocessor.title_tokens(q)) > cfg.max_title
                           for q in self.data.questions.values())
         if long_titles:
             log.warning("%d of %d training titles are longer than %d tokens and are cut to it (--max-title)",
                         long_titles, len(self.data.questions), cfg.max_title)
-        self.family = model_type(cfg.model_type).family
-        if self.family == "transformer":
-            from es_plugin_bridge.models.transformer import build_transformer
-
-            if cfg.embeddings:
-                raise UserError("--embeddings do not apply to the transformer type (it has its own)")
-            self.model: QuestionSimilarityModel = build_transformer(cfg.init, **cfg.hyper)  # type: ignore[assignment]
-            self.featurizer = SubwordFeaturizer(
-                self.preprocessor, vocab, self.model.tokenizer, cfg.max_title, cfg.max_body  # type: ignore[arg-type]
-            )
-        else:
-            if cfg.init:
-                raise UserError(f"--init applies to the transformer type, not {cfg.model_type}")
-            if cfg.embeddings or not self.recipe.word2vec:
-                matrix = embedding_matrix(
-                    vocab, cfg.embeddings, None if cfg.embeddings else cfg.embedding_dim, seed=cfg.seed
-                )
-                self.embeddings_info = {"source": cfg.embeddings or "random"}
-            else:
-                matrix, self.embeddings_info = word2vec_matrix(
-                    vocab, self._training_sentences(train_sets), cfg.embedding_dim, cfg.seed
-                )
-            self.model = build_model(
-                cfg.model_type,
-                len(vocab),
-                embedding_dim=int(matrix.shape[1]),
-                embeddings=matrix,
-                idf=vocab.idf,
-                **cfg.hyper,
-            )
+        self.family = family_of(cfg.model_type)
+        built = self.family.build(BuildSetup(cfg, vocab, self.preprocessor, self.recipe.word2vec,
+                                             lambda: self._training_sentences(train_sets)))
+        self.model: QuestionSimilarityModel = built.model
+        self.featurizer: Featurizer = built.featurizer
+        self.embeddings_info = built.embeddings_info
         self.pool = self.data.pool
         self.history: list[dict[str, float]] = []
 
@@ -365,7 +339,7 @@ class Trainer:
         best_state: dict[str, torch.Tensor] | None = None
         # The model as initialised competes with every epoch when it is pretrained (a transformer:
         # fine-tuning must beat it on dev to be kept), and is all there is with epochs = 0.
-        if self.recipe.epochs == 0 or self.family == "transformer":
+        if self.recipe.epochs == 0 or self.family.starts_pretrained:
             best = self._timed_dev_map()
             self.history.append({"epoch": 0, "loss": None, "dev_map": best,
                                  "seconds": time.monotonic() - self.started})
