@@ -23,7 +23,7 @@ What Elasticsearch computes, reproduced here with real Lucene 8 (jpype, Debian's
   product's tokens of the query joined by spaces, in a ``match`` on ``text``, so re-analyzed by the
   field's standard analyzer. Variant ``sym`` analyzes the query's own title + body like a document
   instead (what a user's own ``match`` on their text would do);
-* scores: the embedded BM25 engine (equal to Lucene's, tests/test_lucene_parity.py) over those tokens,
+* scores: the embedded BM25 engine (equal to Lucene's, tests/engines/test_lucene_parity.py) over those tokens,
   checked in this run against a real Lucene index of the same tokens.
 Variant ``lxml`` strips HTML with the product's ``html_to_text`` (lxml) instead, as a check of how
 much the stripping matters.

@@ -63,7 +63,7 @@ LUCENE = JarSet("Lucene 8", "LUCENE_JAR_DIR",
                 "liblucene8-java")
 #: Debian's libjsonpath-java and libjson-smart-java (and their dependencies accessors-smart, asm,
 #: slf4j-api): the parser OpenSearch's ml-commons reads a connector's answer with
-#: (tests/test_opensearch_parser.py).
+#: (tests/serving/test_opensearch_parser.py).
 JSON_PATH = JarSet("json-path/json-smart", "JSONPATH_JAR_DIR",
                    {"json-path": ("json-path.jar", "json-path-2*.jar"),
                     "json-smart": ("json-smart.jar", "json-smart-2*.jar"),

@@ -34,7 +34,7 @@ Shapes: elasticsearch-specification ``specification/_types/Retriever.ts`` (``RRF
 ``KnnRetriever``, ``StandardRetriever``), ``_types/Knn.ts`` (``KnnSearch``),
 ``_global/search/SearchRequest.ts`` (``include_named_queries_score``, a query parameter),
 ``_global/search/_types/hits.ts`` (``matched_queries?: string[] | Dictionary<string, double>``),
-``_global/msearch/types.ts`` (``MultisearchHeader``); checked by ``tests/test_es_hybrid.py``.
+``_global/msearch/types.ts`` (``MultisearchHeader``); checked by ``tests/elastic/test_es_hybrid.py``.
 Behaviour: elasticsearch ``x-pack/plugin/rank-rrf/.../rrf/RRFRankPlugin.java`` (``RANK_RRF_FEATURE``:
 ``License.OperationMode.ENTERPRISE``), ``RRFRetrieverBuilder.java`` (``DEFAULT_RANK_CONSTANT = 60``,
 score ``Σ 1/(rank_constant + rank)``, ties to the smaller doc id),

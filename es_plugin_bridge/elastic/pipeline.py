@@ -16,9 +16,9 @@ With them any client indexes with a plain ``_bulk`` (or ``_reindex`` / ``_update
 Why ``rank_features`` and not ``sparse_vector`` with a query-time ``inference_id``: mode vectors must
 send the query's neural vector to its rescore script as a parameter, which Elasticsearch cannot fill
 from an endpoint, so the client embeds the query anyway, and the same call gives its BOW terms; the
-``rank_feature`` clauses keep the exact, Lucene-checked BOW arithmetic (``tests/test_lucene_es_queries.py``);
-a ``sparse_vector`` query would add a second inference round trip inside Elasticsearch per query and
-prunes tokens by default from 9.1.
+``rank_feature`` clauses keep the exact, Lucene-checked BOW arithmetic
+(``tests/elastic/test_lucene_es_queries.py``); a ``sparse_vector`` query would add a second inference
+round trip inside Elasticsearch per query and prunes tokens by default from 9.1.
 
 The pipeline (``Pipeline``, ``ScriptProcessor``, ``InferenceProcessor`` of the specification):
 1. a script builds ``rerank_text`` from the title and body fields exactly as

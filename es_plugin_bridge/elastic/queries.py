@@ -4,7 +4,7 @@ Queries come from ``elasticsearch.dsl.query`` (typed, validated by the client); 
 typed classes in elasticsearch-py 9.x, so they are dicts shaped after the specification's
 ``specification/_types/Retriever.ts`` (``LinearRetriever``, ``InnerRetriever``,
 ``TextSimilarityReranker``, ``RescorerRetriever``) and ``_global/search/_types/rescoring.ts``
-(``Rescore``, ``RescoreQuery``). ``tests/test_es_requests.py`` checks every body against those shapes.
+(``Rescore``, ``RescoreQuery``). ``tests/elastic/test_es_requests.py`` checks every body against those shapes.
 
 Exactness (``../shared/ELASTICSEARCH.md``): every mode ends in the product's ``fused`` order —
 ``β_fs·minmax(first stage) + β_bow·bow + β_nn·neural`` — plus one constant per query.

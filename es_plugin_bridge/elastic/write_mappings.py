@@ -2,7 +2,7 @@
 
     python -m es_plugin_bridge.elastic.write_mappings [--out mappings/elasticsearch]
 
-The files are what the code sends (``tests/test_es_requests.py`` checks they are current), for people
+The files are what the code sends (``tests/elastic/test_es_requests.py`` checks they are current), for people
 who read or apply them by hand (Kibana Dev Tools, curl). Model-dependent values are examples: a
 384-dimensional cosine model, β = {first_stage 0.3, bow 0.2, neural 0.5}, the sidecar at
 ``http://sidecar:8080`` (its service name in ``docker/docker-compose.yml``), the query

@@ -39,7 +39,7 @@ def fast_mean_ap(per_query_scores: Sequence[np.ndarray], labels: Sequence[np.nda
     """The same MAP as :func:`mean_ap` (ties broken by candidate order), in numpy.
 
     The β search evaluates hundreds of weightings; calling the trec_eval backend each time would
-    dominate training time. ``tests/test_fusion.py`` checks both agree.
+    dominate training time. ``tests/core/test_fusion.py`` checks both agree.
     """
     if not len(per_query_scores):
         return 0.0

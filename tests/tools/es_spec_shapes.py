@@ -1,9 +1,9 @@
-"""Write tests/data/es_spec_shapes.json: the fields of the Elasticsearch specification classes that
+"""Write tests/tools/es_spec_shapes.json: the fields of the Elasticsearch specification classes that
 the product's request bodies use, read from a checkout of elastic/elasticsearch-specification.
 
-    python tests/tools/es_spec_shapes.py SPEC_GIT_DIR_OR_WORKTREE [--out tests/data/es_spec_shapes.json]
+    python tests/tools/es_spec_shapes.py SPEC_GIT_DIR_OR_WORKTREE [--out tests/tools/es_spec_shapes.json]
 
-Kept as a file so the shape tests (tests/test_es_requests.py) run without the specification. Each
+Kept as a file so the shape tests (tests/elastic/test_es_requests.py) run without the specification. Each
 class lists its own and inherited fields, and which are required (no ``?`` in the TypeScript).
 """
 

@@ -1,0 +1,274 @@
+"""Regression tests for the outside probe of the sidecar (issue 8, section 4): each finding, as a new user
+or an attacker found it, answered now with a 4xx naming the culprit or a one-line refusal, never a 500, a
+traceback or a silent weakening."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from es_plugin_bridge.core.fusion import minmax
+from es_plugin_bridge.core.manifest import manifest_digest, write_manifest
+from es_plugin_bridge.data.spec import read_spec
+from es_plugin_bridge.errors import UserError
+from es_plugin_bridge.serving import ModelDirectory
+from es_plugin_bridge.serving.app import create_app
+from es_plugin_bridge.serving.server import Limits, Server
+
+SAMPLES = Path(__file__).resolve().parents[2] / "es_plugin_bridge" / "samples"
+SEMEVAL_DEV = SAMPLES / "semeval2016-task3" / "SemEval2016-Task3-CQA-QL-dev.xml"
+TOKEN = "s3cret-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
+
+
+@pytest.fixture(scope="module")
+def model(exported) -> ModelDirectory:
+    return ModelDirectory.load(exported["bow-cnn"], threads=1)
+
+
+@pytest.fixture(scope="module")
+def client(model):
+    return create_app(model, token=TOKEN).test_client()
+
+
+@pytest.fixture(scope="module")
+def semeval():
+    return read_spec(f"semeval:{SEMEVAL_DEV}").queries[:3]
+
+
+def _post_raw(client, data: bytes | str, path: str = "/v1/rerank"):
+    return client.post(path, data=data, headers=AUTH)
+
+
+# -- bodies ---------------------------------------------------------------------------------------
+def test_a_body_nested_1000_levels_deep_is_a_400(client):
+    for body in ('{"query": "q", "documents": ' + "[" * 1000 + "]" * 1000 + "}", "[" * 1000 + "]" * 1000,
+                 '{"query": "q", "documents": ["a"], "model": ' + '{"a": ' * 1000 + "1" + "}" * 1001):
+        resp = _post_raw(client, body)
+        assert resp.status_code == 400 and "nested" in resp.json["error"], resp.json
+
+
+@pytest.mark.parametrize(("body", "field"), [
+    ('{"query": "\\ud800", "documents": ["a"]}', "query"),
+    ('{"query": "q", "documents": ["a", "b\\udfffc"]}', "documents.1"),
+    ('{"query": "q", "documents": [{"title": "t", "body": "\\ud800"}]}', "documents.0.body"),
+])
+def test_a_lone_surrogate_is_a_400_naming_the_field(client, body, field):
+    resp = _post_raw(client, body)
+    assert resp.status_code == 400 and resp.json["field"] == field, resp.json
+    embed = _post_raw(client, '{"texts": ["ok", "\\ud800"]}', "/v1/embed")
+    assert embed.status_code == 400 and embed.json["field"] == "texts.1"
+
+
+def test_raw_utf8_encoded_surrogates_are_refused_too(client):
+    body = b'{"query": "\xed\xa0\x80", "documents": ["a"]}'  # json.loads decodes bytes with surrogatepass
+    resp = _post_raw(client, body)
+    assert resp.status_code == 400 and resp.json["field"] == "query"
+
+
+def test_duplicate_keys_and_nan_are_refused(client):
+    resp = _post_raw(client, '{"query": "q", "documents": ["a"], "top_n": 1, "top_n": 5}')
+    assert resp.status_code == 400 and resp.json["field"] == "top_n" and "twice" in resp.json["error"]
+    resp = _post_raw(client, '{"query": "q", "documents": [{"title": "t", "title": "u"}]}')
+    assert resp.status_code == 400 and resp.json["field"] == "title"
+    resp = _post_raw(client, '{"query": "q", "documents": ["a"], "first_stage_scores": [NaN]}')
+    assert resp.status_code == 400 and "not valid JSON" in resp.json["error"]
+
+
+def test_first_stage_scores_whose_range_overflows_are_scored(client, model, semeval):
+    assert np.isfinite(minmax(np.array([1e308, -1e308, 0.0]))).all()
+    np.testing.assert_allclose(minmax(np.array([1e308, -1e308, 0.0])), [1.0, 0.0, 0.5])
+    rq = semeval[0]
+    docs = [{"title": c.title, "body": c.body} for c in rq.candidates[:3]]
+    scores = [1e308, -1e308, 0.0]
+    resp = client.post("/v1/rerank", json={"query": rq.query.title, "documents": docs,
+                                           "first_stage_scores": scores, "explain": True}, headers=AUTH)
+    assert resp.status_code == 200, resp.json
+    fused = model.rerank(_q(rq.query.title), [_q(d) for d in docs], scores)["fused"]
+    assert np.isfinite(fused).all()
+    assert [r["index"] for r in resp.json["results"]] == list(np.argsort(-fused, kind="stable"))
+
+
+def _q(item):
+    from es_plugin_bridge.serving.schemas import DocumentIn, to_question
+
+    return to_question(DocumentIn(**item) if isinstance(item, dict) else item)
+
+
+def test_405_carries_allow_and_the_spec_says_texts_are_not_blank(client):
+    resp = client.get("/v1/rerank", headers=AUTH)
+    assert resp.status_code == 405 and set(resp.headers["Allow"].split(", ")) >= {"POST"}
+    assert "error" in resp.json
+    schemas = client.get("/openapi.json", headers=AUTH).json["components"]["schemas"]
+    query = schemas["RerankRequest"]["properties"]["query"]["anyOf"][0]
+    assert query["pattern"] == r"\S" and query["minLength"] == 1
+    assert schemas["DocumentIn"]["properties"]["title"]["pattern"] == r"\S"
+
+
+# -- tokens ---------------------------------------------------------------------------------------
+def test_an_empty_token_is_refused_not_taken_as_no_authentication(model, exported, cli, monkeypatch):
+    for bad in ("", "   ", "two words", "line\nbreak"):
+        with pytest.raises(UserError, match="token"):
+            create_app(model, token=bad)
+    code, _, err = cli(["serve", str(exported["bow-cnn"]), "--token", ""])
+    assert code == 2 and "token is empty" in err and len(err.strip().splitlines()) == 1
+    monkeypatch.setenv("ESRERANK_TOKEN", "")
+    code, _, err = cli(["serve", str(exported["bow-cnn"])])
+    assert code == 2 and "ESRERANK_TOKEN is set but empty" in err
+
+
+def test_an_empty_token_file_is_refused(exported, cli, tmp_path):
+    path = tmp_path / "token"
+    path.write_text("\n")
+    code, _, err = cli(["serve", str(exported["bow-cnn"]), "--token-file", str(path)])
+    assert code == 2 and "empty" in err and len(err.strip().splitlines()) == 1
+    code, _, err = cli(["serve", str(exported["bow-cnn"]), "--token-file", str(path), "--token", "x"])
+    assert code == 2 and "once" in err
+
+
+# -- the server (waitress, hardened) --------------------------------------------------------------
+@pytest.fixture(scope="module")
+def server(model):
+    limits = Limits(max_body_bytes=1024 * 1024, max_header_bytes=8 * 1024, request_timeout=1.5)
+    srv = Server(create_app(model, token=TOKEN, max_body_bytes=limits.max_body_bytes), host="127.0.0.1",
+                 port=0, threads=2, token=TOKEN, limits=limits)
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    yield srv
+    srv.close()
+    thread.join(timeout=5)
+
+
+def _exchange(port: int, head: bytes, body: bytes = b"", wait: float = 5.0) -> tuple[int, dict, float]:
+    """Send ``head`` (+ ``body``) and read until the server closes or answers; (status, JSON, seconds)."""
+    start = time.monotonic()
+    with socket.create_connection(("127.0.0.1", port), timeout=wait) as sock:
+        sock.sendall(head + body)
+        data = b""
+        while b"\r\n\r\n" not in data or len(data.split(b"\r\n\r\n", 1)[1]) < _length(data):
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    status = int(data.split(b" ", 2)[1])
+    return status, json.loads(data.split(b"\r\n\r\n", 1)[1]), time.monotonic() - start
+
+
+def _length(data: bytes) -> int:
+    for line in data.split(b"\r\n\r\n", 1)[0].split(b"\r\n"):
+        if line.lower().startswith(b"content-length:"):
+            return int(line.split(b":")[1])
+    return 1 << 30
+
+
+def test_unauthenticated_requests_are_refused_before_their_body_is_read(server):
+    head = (b"POST /v1/rerank HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 1000000\r\n\r\n")
+    status, body, seconds = _exchange(server.port, head)  # the 1 MB body is never sent
+    # Sooner than request_timeout (1.5 s), the least a server waiting for the body would take.
+    assert status == 401 and body["error"].startswith("Unauthorized") and seconds < 1.5, seconds
+
+
+def test_the_servers_own_answers_are_json(server):
+    too_big = (f"POST /v1/rerank HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n"
+               "Content-Type: application/json\r\nContent-Length: 5000000\r\n\r\n").encode()
+    status, body, _ = _exchange(server.port, too_big)
+    assert status == 413 and "max_body" in body["error"]
+    status, body, _ = _exchange(server.port, b"GET /healthz HTTP/1.1\r\nX: " + b"a" * 9000 + b"\r\n\r\n")
+    assert status == 431 and "error" in body
+    status, body, _ = _exchange(server.port, b"NONSENSE\r\n\r\n")
+    assert status == 400 and "error" in body
+
+
+def test_a_client_that_trickles_its_request_is_disconnected(server):
+    start, closed = time.monotonic(), False
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+        for byte in b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"z" * 200:  # 20 s at this pace
+            try:
+                sock.send(bytes([byte]))
+                closed = sock.recv(1, socket.MSG_DONTWAIT | socket.MSG_PEEK) == b""
+            except BlockingIOError:  # nothing to read: still connected
+                pass
+            except OSError:  # reset or broken pipe
+                closed = True
+            if closed:
+                break
+            time.sleep(0.1)
+    elapsed = time.monotonic() - start
+    # request_timeout plus the maintenance interval, with slack for a loaded 2-core machine; a server
+    # that let the trickle go on would hold it for 20 s.
+    assert closed and 1.5 <= elapsed < 1.5 + 8.5, elapsed
+
+
+# -- config.json beyond its schema, and the manifest's origin -------------------------------------
+def _rewritten(exported, tmp_path, edit) -> Path:
+    directory = tmp_path / "model"
+    shutil.copytree(exported["gru"], directory)
+    config = json.loads((directory / "config.json").read_text())
+    edit(config)
+    (directory / "config.json").write_text(json.dumps(config))
+    write_manifest(directory)
+    return directory
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (lambda c: c.update(max_title=10**9), "max_title"),
+    (lambda c: c.update(max_body=10**9), "max_body"),
+    (lambda c: c["beta"]["fusion"]["bm25"].update(neural=float("nan")), "beta.fusion"),
+    (lambda c: c["beta"]["fusion"]["bm25"].update(neural=1e308), "beta.fusion"),
+    (lambda c: c["beta"]["fusion"]["bm25"].update(first_stage=-0.5), "beta.fusion"),
+    (lambda c: c["beta"].update(model=[1e308, 1.0]), "beta.model"),
+    (lambda c: c["beta"]["calibration"].update(bm25=[1.0, float("inf")]), "beta.calibration"),
+    (lambda c: c["beta"].update(fusion_default="dfr"), "fusion_default"),
+])
+def test_config_values_out_of_range_are_refused_at_load_in_one_line(exported, tmp_path, cli, edit, message):
+    directory = _rewritten(exported, tmp_path, edit)
+    with pytest.raises(UserError, match=message):
+        ModelDirectory.load(directory)
+    code, out, err = cli(["serve", str(directory)])
+    assert code == 2 and err.startswith("error:") and len(err.strip().splitlines()) == 1
+    assert "serving" not in err
+
+
+def test_a_pinned_manifest_digest_refuses_a_rewritten_directory(exported, tmp_path):
+    digest = manifest_digest(exported["gru"])
+    assert ModelDirectory.load(exported["gru"], expect_sha256=digest.upper()).model_type == "gru"
+    rewritten = _rewritten(exported, tmp_path, lambda c: c["beta"]["fusion"]["bm25"].update(neural=0.9))
+    with pytest.raises(UserError, match="rewritten"):
+        ModelDirectory.load(rewritten, expect_sha256=digest)
+
+
+# -- serve: bind first, then announce -------------------------------------------------------------
+def test_serve_checks_the_address_before_announcing(exported, cli):
+    code, _, err = cli(["serve", str(exported["gru"]), "--host", "999.1.1.1"])
+    assert code == 2 and err.startswith("error: cannot listen on 999.1.1.1") and "serving" not in err
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        code, _, err = cli(["serve", str(exported["gru"]), "--port", str(port)])
+    assert code == 2 and "Address already in use" in err and "None" not in err and "serving" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+# -- evaluate: all outputs or none ----------------------------------------------------------------
+def test_evaluate_with_an_unwritable_output_leaves_none_behind(cli, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    out = tmp_path / "out.json"
+    out.write_text("previous run\n")
+    run = ["evaluate", "--task", "rerank", "--data", f"semeval:{SEMEVAL_DEV}", "--rankers", "given,bm25",
+           "--json", str(out), "--no-progress"]
+    code, _, err = cli([*run, "--plot", str(blocker / "plot.png")])
+    assert code == 2 and err.startswith("error:")
+    assert out.read_text() == "previous run\n"  # the earlier JSON is back, untouched
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "out.json"]  # no per-query, no temps
+    code, _, err = cli([*run, "--plot", str(tmp_path / "plot.png")])
+    assert code == 0 and json.loads(out.read_text())["task"] == "rerank" and (tmp_path / "plot.png").is_file()
