@@ -51,7 +51,7 @@ from es_plugin_bridge.serving.model_dir import BOW_WEIGHTS, CONFIG, ENCODER, VOC
 from es_plugin_bridge.training import checkpoint as ckpt
 from es_plugin_bridge.training.families import ModelFamily, family_of
 from es_plugin_bridge.training.featurize import Featurizer
-from es_plugin_bridge.training.scorer import NeuralScorer
+from es_plugin_bridge.training.torch_scorer import NeuralScorer
 from exporters.onnx_graph import OPSET, checks_for, compare, export_verified, quantize_int8
 
 SAMPLES = Path(es_plugin_bridge.__file__).parent / "samples"

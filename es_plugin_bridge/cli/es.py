@@ -89,9 +89,9 @@ def setup_command(
     """Create the index for MODEL_DIR (an export-onnx directory) and register the sidecar as a reranker
     (and, where the licence allows, as the embedder of an ingest pipeline)."""
     from es_plugin_bridge.elastic.connection import cluster_info
-    from es_plugin_bridge.elastic.embedding import SidecarEmbedder
     from es_plugin_bridge.elastic.provision import FromIndex, provision
     from es_plugin_bridge.elastic.setup import check_sidecar, meta_for_model
+    from es_plugin_bridge.elastic.sidecar_embedder import SidecarEmbedder
     from es_plugin_bridge.serving.model_dir import ModelDirectory
     from es_plugin_bridge.text import TextOptions
 
@@ -159,9 +159,9 @@ def index_command(
     from es_plugin_bridge.data.spec import read_spec
     from es_plugin_bridge.elastic.bulk import index_questions
     from es_plugin_bridge.elastic.connection import call
-    from es_plugin_bridge.elastic.embedding import SidecarEmbedder
-    from es_plugin_bridge.elastic.first_stage import open_engine
+    from es_plugin_bridge.elastic.engine import open_engine
     from es_plugin_bridge.elastic.setup import read_meta
+    from es_plugin_bridge.elastic.sidecar_embedder import SidecarEmbedder
     from es_plugin_bridge.engines.registry import EngineContext
     from es_plugin_bridge.text import Preprocessor
 
@@ -229,7 +229,7 @@ def _open_mode(
     knn: str = "exact",
 ) -> Any:
     from es_plugin_bridge.elastic.connection import cluster_info
-    from es_plugin_bridge.elastic.first_stage import open_engine
+    from es_plugin_bridge.elastic.engine import open_engine
     from es_plugin_bridge.elastic.mode_factory import make_mode
     from es_plugin_bridge.elastic.setup import read_meta
     from es_plugin_bridge.engines.registry import EngineContext

@@ -92,12 +92,12 @@ def _setup(options: dict[str, Any], conn: Any, first_stage: str | None) -> Any:
 
     def setup(stack: ExitStack, params: Any, model_dir: Path | None, progress: bool) -> Any:
         from es_plugin_bridge.elastic.connection import call, cluster_info
-        from es_plugin_bridge.elastic.embedding import SidecarEmbedder
-        from es_plugin_bridge.elastic.first_stage import open_engine
+        from es_plugin_bridge.elastic.engine import open_engine
         from es_plugin_bridge.elastic.mode_factory import make_mode
         from es_plugin_bridge.elastic.ranker import ModeRanker
-        from es_plugin_bridge.elastic.results import index_results, results_documents, results_run_id
+        from es_plugin_bridge.elastic.results_index import index_results, results_documents, results_run_id
         from es_plugin_bridge.elastic.setup import check_sidecar, meta_for_model, register_endpoints
+        from es_plugin_bridge.elastic.sidecar_embedder import SidecarEmbedder
         from es_plugin_bridge.engines.registry import EngineContext
         from es_plugin_bridge.serving.model_dir import ModelDirectory
         from es_plugin_bridge.text import TextOptions

@@ -1,6 +1,6 @@
 """Platt calibration applied: ``P(relevant) = σ(a·score + b)`` with ``a > 0``, so it never reorders.
 
-The curve is fit on dev candidates at training time (``training.calibration.fit_platt``, scikit-learn)
+The curve is fit on dev candidates at training time (``training.calibration_fit.fit_platt``, scikit-learn)
 and stored in the model directory's ``config.json``; serving only applies it.
 """
 

@@ -2,7 +2,7 @@
 
 The first-stage score is min-max normalised within each query's candidates (BM25 scores are unbounded
 and their scale varies by query); BOW and neural scores are similarities already on a fixed scale.
-Fitting the β (a dev-MAP search) is training's business (``training.fusion``); applying them is here.
+Fitting the β (a dev-MAP search) is training's business (``training.fusion_fit``); applying them is here.
 """
 
 from __future__ import annotations

@@ -57,10 +57,10 @@ from es_plugin_bridge.core.fusion import minmax
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.elastic import queries
 from es_plugin_bridge.elastic.connection import call
-from es_plugin_bridge.elastic.embedding import SidecarEmbedder
-from es_plugin_bridge.elastic.first_stage import ElasticsearchFirstStage
+from es_plugin_bridge.elastic.engine import ElasticsearchFirstStage
 from es_plugin_bridge.elastic.mappings import VECTOR_FIELD, rerank_text
 from es_plugin_bridge.elastic.modes import Mode, ModeResult
+from es_plugin_bridge.elastic.sidecar_embedder import SidecarEmbedder
 from es_plugin_bridge.errors import UserError
 
 Body = dict[str, Any]

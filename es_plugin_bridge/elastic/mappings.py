@@ -190,7 +190,7 @@ def rerank_text(question: Question) -> str:
     if not body:
         return title
     # Leading characters <= U+0020 are skipped, as Java's trim does: the ingest pipeline builds the same
-    # string in Painless (elastic/pipeline.py).
+    # string in Painless (elastic/ingest_pipeline.py).
     starts_with_tag = body.lstrip(_JAVA_TRIM).startswith("<")
     return f"{title}{body}" if starts_with_tag else f"{title}<p>{body}</p>"
 

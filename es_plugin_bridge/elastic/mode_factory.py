@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from es_plugin_bridge.bridge.sidecar_client import SidecarClient
-from es_plugin_bridge.elastic.embedding import SidecarEmbedder
-from es_plugin_bridge.elastic.first_stage import ElasticsearchFirstStage
+from es_plugin_bridge.elastic.engine import ElasticsearchFirstStage
 from es_plugin_bridge.elastic.hybrid import make_hybrid_mode
 from es_plugin_bridge.elastic.modes import MODES, BridgeMode, Mode, NativeMode, VectorsMode
+from es_plugin_bridge.elastic.sidecar_embedder import SidecarEmbedder
 from es_plugin_bridge.errors import UserError
 
 

@@ -25,9 +25,9 @@ from es_plugin_bridge.bridge.sidecar_client import SidecarClient
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.elastic import queries
 from es_plugin_bridge.elastic.connection import call
-from es_plugin_bridge.elastic.embedding import EmbedError, SidecarEmbedder
-from es_plugin_bridge.elastic.first_stage import ElasticsearchFirstStage
+from es_plugin_bridge.elastic.engine import ElasticsearchFirstStage
 from es_plugin_bridge.elastic.mappings import rerank_text
+from es_plugin_bridge.elastic.sidecar_embedder import EmbedError, SidecarEmbedder
 from es_plugin_bridge.errors import UserError
 
 MODES = ("native", "vectors", "bridge", "hybrid", "hybrid-rrf")  # hybrid*: elastic/hybrid.py

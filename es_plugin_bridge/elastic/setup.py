@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from es_plugin_bridge.elastic.connection import ClusterInfo, call, es_errors
-from es_plugin_bridge.elastic.embedding import SidecarEmbedder
+from es_plugin_bridge.elastic.sidecar_embedder import SidecarEmbedder
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.text import TextOptions
 
@@ -210,12 +210,12 @@ def register_embedding(
     cluster: ClusterInfo,
 ) -> tuple[dict[str, str], str | None]:
     """The ``text_embedding`` and ``sparse_embedding`` endpoints and the ingest pipeline of ``index``
-    (``elastic/pipeline.py``); (ids, None), or ({}, why Elasticsearch cannot embed here).
+    (``elastic/ingest_pipeline.py``); (ids, None), or ({}, why Elasticsearch cannot embed here).
 
     The ``custom`` service needs 8.19/9.1+ and an enterprise or trial licence, as mode native does;
     without it ``es index`` embeds on the client, as before.
     """
-    from es_plugin_bridge.elastic.pipeline import embedding_endpoint, pipeline_body
+    from es_plugin_bridge.elastic.ingest_pipeline import embedding_endpoint, pipeline_body
 
     if meta.dimension is None:
         return {}, "the index holds no vectors (--no-vectors)"

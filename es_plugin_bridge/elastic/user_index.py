@@ -31,8 +31,8 @@ from typing import Any
 from tqdm import tqdm
 
 from es_plugin_bridge.elastic.connection import call
+from es_plugin_bridge.elastic.ingest_pipeline import PAINLESS_GET
 from es_plugin_bridge.elastic.mappings import BOW_FIELD, RERANK_FIELD, TEXT_FIELD, VECTOR_FIELD
-from es_plugin_bridge.elastic.pipeline import PAINLESS_GET
 from es_plugin_bridge.errors import UserError
 
 #: The fields the product adds to an index; in place, none may exist in the user's mapping yet.

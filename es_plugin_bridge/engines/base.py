@@ -1,7 +1,7 @@
 """The one first-stage interface: what the rankers, the bridge and ``evaluate`` need of a search engine.
 
 Two engines implement it: the embedded one (:mod:`.embedded`, Lucene 8's formulas in process) and
-Elasticsearch (:mod:`es_plugin_bridge.elastic.first_stage`); :mod:`.registry` names and builds them.
+Elasticsearch (:mod:`es_plugin_bridge.elastic.engine`); :mod:`.registry` names and builds them.
 Code above this interface is given an ``Engine`` and never asks which one it has: it indexes a
 collection once, then asks each similarity for the scores of a query's candidates (``score``) or for
 the best ``k`` documents (``search``).

@@ -1,4 +1,4 @@
-"""Elasticsearch as a first-stage engine: registered here, built by ``es_plugin_bridge.elastic.first_stage``.
+"""Elasticsearch as a first-stage engine: registered here, built by ``es_plugin_bridge.elastic.engine``.
 
 Its code needs the Elasticsearch client and lives one layer up (``elastic`` imports ``engines``, never
 the reverse), so the factory is named as text and imported only when the engine is built: listing the
@@ -10,6 +10,6 @@ from __future__ import annotations
 
 from es_plugin_bridge.engines.registry import register_engine
 
-register_engine("elasticsearch", "es_plugin_bridge.elastic.first_stage:open_engine", remote=True,
+register_engine("elasticsearch", "es_plugin_bridge.elastic.engine:open_engine", remote=True,
                 description="an Elasticsearch index: a throw-away one per evaluation run, or an existing one "
                 "to search (--es-url ...)")

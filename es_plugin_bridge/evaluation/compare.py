@@ -3,7 +3,7 @@
 The same three views as the Kibana dashboard, computed from the same per-query records:
 aggregates per ranker, per-query wins/ties/losses of each ranker against BM25 on the task's primary
 metric (MAP for rerank, Acc@1 for retrieval, accuracy for classify), and the queries on which the
-rankers disagree most (largest spread of that metric). ``elastic.results`` uses ``per_query_table``
+rankers disagree most (largest spread of that metric). ``elastic.results_index`` uses ``per_query_table``
 so that the index and this report never disagree on a win.
 """
 

@@ -1,6 +1,6 @@
 """The Kibana saved objects of the ranking-comparison dashboard, built from code.
 
-One data view over the per-query results index (``elastic.results``), four Lens visualizations
+One data view over the per-query results index (``elastic.results_index``), four Lens visualizations
 and one dashboard that shows them by reference (``panelRefName``). Kibana has no ranking-comparison
 view of its own, so everything is an aggregation over the per-query documents:
 
@@ -22,7 +22,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from es_plugin_bridge.elastic.results import RESULTS_MAPPING, mapped_fields, results_index_name
+from es_plugin_bridge.elastic.results_index import RESULTS_MAPPING, mapped_fields, results_index_name
 
 DATA_VIEW_ID = "esrerank-results"
 DASHBOARD_ID = "esrerank-ranking-comparison"

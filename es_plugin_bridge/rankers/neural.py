@@ -5,7 +5,7 @@ or a model directory written by ``export-onnx`` (it has a manifest.json; scored 
 through ``serving.scorer.ExportedScorer``; ``rankers.scorers.open_scorer`` picks). Either format stores
 the fusion β in its config.json.
 ``fused`` = β_fs·minmax(first stage) + β_bow·bow + β_neural·neural, with the β fitted on dev data
-at training time for each first stage (see ``training/fusion.py``). Its first stage is the data's
+at training time for each first stage (see ``training/fusion_fit.py``). Its first stage is the data's
 own order (``given``) when the model has β for it and the query carries first-stage scores, else
 BM25 over the run's collection. For retrieval it rescoring the first stage's top ``window``
 documents, as Elasticsearch's rescore step does.
@@ -124,7 +124,7 @@ class FusedRanker(Ranker):
 
     def components(self, query: RankingQuery) -> dict[str, np.ndarray]:
         """Every input of the fused score and the score itself, per candidate (for --explain)."""
-        from es_plugin_bridge.training.fusion import fuse, minmax
+        from es_plugin_bridge.training.fusion_fit import fuse, minmax
 
         stage = self._stage_for(query)
         first = np.asarray(self._stage(stage).rerank(query), dtype=np.float64)
@@ -142,7 +142,7 @@ class FusedRanker(Ranker):
         return self.components(query)["fused"]
 
     def search(self, query: Question, k: int, exclude: set[str] | None = None) -> list[tuple[str, float]]:
-        from es_plugin_bridge.training.fusion import fuse
+        from es_plugin_bridge.training.fusion_fit import fuse
 
         stage = self._stage_for(None)
         hits = self._stage(stage).search(query, max(k, self.window), exclude)

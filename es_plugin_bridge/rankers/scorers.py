@@ -17,7 +17,7 @@ def open_scorer(path: str | Path) -> Scorer:
     path = Path(path)
     if is_exported(path):
         return ExportedScorer.from_dir(path)
-    from es_plugin_bridge.training.scorer import NeuralScorer  # torch: only for checkpoints
+    from es_plugin_bridge.training.torch_scorer import NeuralScorer  # torch: only for checkpoints
 
     return NeuralScorer.from_dir(path)
 

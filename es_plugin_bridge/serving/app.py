@@ -61,7 +61,9 @@ def create_app(source: Settings | ModelDirectory | str | Path, **overrides: Any)
     service = Service(model, name=settings.name, max_documents=settings.max_documents,
                       cache_size=settings.cache_size)
     metrics = Metrics(service.name, model.model_type, service.cache, provider=model.provider)
-    app = Flask("esrerank_sidecar")
+    # No static folder: Flask would otherwise serve files from a ``static/`` directory beside the working
+    # directory it was started in (``/static/...``); the sidecar serves JSON only.
+    app = Flask("esrerank_sidecar", static_folder=None)
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     app.json.sort_keys = False  # type: ignore[attr-defined]
     app.extensions[web.SERVICE] = service

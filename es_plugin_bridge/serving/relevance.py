@@ -1,7 +1,7 @@
 """Scores into [0, 1] without changing their order, for models that carry no Platt calibration.
 
 The sidecar answers ``relevance_score`` as P(relevant) from the calibration fit at training time
-(``training.calibration``); a model directory exported without one falls back to this mapping.
+(``training.calibration_fit``); a model directory exported without one falls back to this mapping.
 
 Elasticsearch rewrites negative scores and its ``linear`` retriever adds scores, so the sidecar must
 answer bounded, non-negative numbers. Every score the model makes is a fixed linear combination of

@@ -1,7 +1,7 @@
 """One scorer contract for evaluation: the ``Scorer`` protocol, its shared implementation and the
 onnxruntime backend.
 
-``evaluate --model DIR`` scores with a training checkpoint (PyTorch, ``training.scorer.NeuralScorer``)
+``evaluate --model DIR`` scores with a training checkpoint (PyTorch, ``training.torch_scorer.NeuralScorer``)
 or an export-onnx model directory (:class:`ExportedScorer`); ``rankers.scorers.open_scorer`` alone
 looks at which one a directory is. Both backends only encode questions — vectors and bags of words,
 cached by question id — and inherit every score from :class:`CachedScorer`, which computes it with

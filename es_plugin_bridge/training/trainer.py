@@ -29,17 +29,17 @@ from es_plugin_bridge.engines import EmbeddedIndex
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.models import PRETRAINABLE_TYPES, QuestionSimilarityModel, TitleDecoder
 from es_plugin_bridge.text import Preprocessor, TextOptions
-from es_plugin_bridge.training.calibration import fit_platt
+from es_plugin_bridge.training.calibration_fit import fit_platt
 from es_plugin_bridge.training.checkpoint import save_checkpoint, write_json
 from es_plugin_bridge.training.devdata import FORCED, PAIR_QUERIES, WINDOW, dev_queries
 from es_plugin_bridge.training.examples import TrainingSet, build_training_set
 from es_plugin_bridge.training.families import BuildSetup, family_of
 from es_plugin_bridge.training.featurize import Featurizer
-from es_plugin_bridge.training.fusion import fit_weights, fuse, mean_ap
+from es_plugin_bridge.training.fusion_fit import fit_weights, fuse, mean_ap
 from es_plugin_bridge.training.losses import LOSSES
 from es_plugin_bridge.training.plots import plot_history
 from es_plugin_bridge.training.recipes import Recipe, make_optimizer, recipe_for, warmup_schedule
-from es_plugin_bridge.training.scorer import NeuralScorer
+from es_plugin_bridge.training.torch_scorer import NeuralScorer
 
 log = logging.getLogger(__name__)
 

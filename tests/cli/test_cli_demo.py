@@ -164,7 +164,7 @@ def test_split_holds_out_scaled_duplicates_without_leaking_questions(papers):
 
 def test_papers_training_writes_a_loadable_model_with_fusion_weights(papers):
     out, printed = papers
-    from es_plugin_bridge.training.scorer import NeuralScorer
+    from es_plugin_bridge.training.torch_scorer import NeuralScorer
 
     config = _json(out / "model" / "config.json")
     assert config["model"]["model_type"] == "bow-cnn"
@@ -208,7 +208,7 @@ def test_papers_export_writes_a_verified_model_directory_scoring_like_torch(pape
     import numpy as np
 
     from es_plugin_bridge.serving.model_dir import ModelDirectory
-    from es_plugin_bridge.training.scorer import NeuralScorer
+    from es_plugin_bridge.training.torch_scorer import NeuralScorer
 
     assert "sidecar /v1/rerank on model-onnx" in printed and "esrerank serve" in printed
     assert re.search(r"BOW-CNN through the sidecar: the known duplicate is (on top|ranked \d of 5: not on "

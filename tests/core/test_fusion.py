@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from es_plugin_bridge.data.spec import read_spec
-from es_plugin_bridge.training.fusion import fast_mean_ap, fit_weights, fuse, mean_ap, minmax
+from es_plugin_bridge.training.fusion_fit import fast_mean_ap, fit_weights, fuse, mean_ap, minmax
 
 SEMEVAL_DEV = Path(__file__).resolve().parents[2] / "es_plugin_bridge/samples/semeval2016-task3" / \
     "SemEval2016-Task3-CQA-QL-dev.xml"

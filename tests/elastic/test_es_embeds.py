@@ -1,4 +1,4 @@
-"""Elasticsearch embeds (``elastic/pipeline.py``) and a user's own index (``elastic/user_index.py``),
+"""Elasticsearch embeds (``elastic/ingest_pipeline.py``) and a user's own index (``elastic/user_index.py``),
 checked without a cluster.
 
 - Bodies: the two ``custom`` embedding endpoints, the ingest pipeline, ``_reindex`` against the
@@ -30,7 +30,8 @@ import pytest
 from es_plugin_bridge.data.questions import question_from_text
 from es_plugin_bridge.data.spec import read_spec
 from es_plugin_bridge.data.types import Question
-from es_plugin_bridge.elastic import mappings, pipeline
+from es_plugin_bridge.elastic import ingest_pipeline as pipeline
+from es_plugin_bridge.elastic import mappings
 from es_plugin_bridge.elastic.user_index import (
     REINDEX_SCRIPT,
     SourceIndex,
@@ -156,7 +157,7 @@ def test_the_pipeline_stores_what_the_client_side_indexer_stores(exported, askub
     """Real AskUbuntu questions (the ``${`` ones included) through the restated pipeline vs ``es index``'s
     client-side path: the same rerank_text, the same vector (float32 as Elasticsearch keeps it) and the
     same rank_features."""
-    from es_plugin_bridge.elastic.embedding import SidecarEmbedder  # noqa: F401  (the client path's text)
+    from es_plugin_bridge.elastic.sidecar_embedder import SidecarEmbedder  # noqa: F401  (the client path's text)
     from es_plugin_bridge.serving import ModelDirectory
     from es_plugin_bridge.serving.app import create_app
 
@@ -310,7 +311,7 @@ def test_hybrid_rrf_lets_elasticsearch_embed_the_query(recorder):  # noqa: F811 
     through the endpoint's request template)."""
     from test_es_findings import es_client
 
-    from es_plugin_bridge.elastic.first_stage import ElasticsearchFirstStage
+    from es_plugin_bridge.elastic.engine import ElasticsearchFirstStage
     from es_plugin_bridge.elastic.hybrid import HybridRrfMode
 
     rec, url = recorder

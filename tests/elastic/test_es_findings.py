@@ -277,7 +277,7 @@ def test_the_two_basic_licence_calls_read_the_same_shard_copies(recorder):
     """Mode vectors on a basic licence reads the window's max and min in one call and rescores in a
     second: both carry one ``preference`` string, so both read the same copies (``preference`` routes a
     search to the same shard copies for the same string: ``OperationRouting``)."""
-    from es_plugin_bridge.elastic.first_stage import ElasticsearchFirstStage
+    from es_plugin_bridge.elastic.engine import ElasticsearchFirstStage
     from es_plugin_bridge.elastic.modes import VectorsMode
 
     rec, url = recorder

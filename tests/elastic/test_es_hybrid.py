@@ -31,7 +31,7 @@ from es_plugin_bridge.data.spec import read_spec
 from es_plugin_bridge.data.types import Question, RankingQuery
 from es_plugin_bridge.elastic import hybrid, mappings, queries
 from es_plugin_bridge.elastic.connection import ClusterInfo
-from es_plugin_bridge.elastic.first_stage import ElasticsearchFirstStage
+from es_plugin_bridge.elastic.engine import ElasticsearchFirstStage
 from es_plugin_bridge.elastic.mode_factory import MODES, make_mode
 from es_plugin_bridge.elastic.setup import IndexMeta
 from es_plugin_bridge.errors import UserError

@@ -21,7 +21,7 @@ from es_plugin_bridge.cli.es_evaluate import es_evaluate
 from es_plugin_bridge.cli.evaluate import evaluate
 from es_plugin_bridge.cli.search import search_command
 from es_plugin_bridge.data.types import Question
-from es_plugin_bridge.elastic.results import results_documents
+from es_plugin_bridge.elastic.results_index import results_documents
 from es_plugin_bridge.engines import registry
 from es_plugin_bridge.engines.base import Engine, FirstStage
 from es_plugin_bridge.engines.embedded import EmbeddedEngine, EmbeddedFirstStage
@@ -221,11 +221,11 @@ print(json.dumps({"alone": alone, "factory": entry.factory, "remote": entry.remo
                          timeout=120, check=True)
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got["alone"] == ["elasticsearch"]  # importing that one module registered it
-    assert got["factory"] == "es_plugin_bridge.elastic.first_stage:open_engine" and got["remote"]
+    assert got["factory"] == "es_plugin_bridge.elastic.engine:open_engine" and got["remote"]
     assert got["names"][:2] == ["embedded", "elasticsearch"]
     assert got["loaded"] == []
 
-    from es_plugin_bridge.elastic.first_stage import open_engine
+    from es_plugin_bridge.elastic.engine import open_engine
 
     assert engine_info("elasticsearch").load() is open_engine
 
@@ -315,7 +315,7 @@ class _Connection:
 
 
 def test_elasticsearch_engine_for_a_run_is_a_throw_away_index():
-    from es_plugin_bridge.elastic.first_stage import ElasticsearchEngine
+    from es_plugin_bridge.elastic.engine import ElasticsearchEngine
 
     client, tokens = _Client(), Preprocessor().tokens
     with ExitStack() as stack:
@@ -343,7 +343,7 @@ def test_elasticsearch_engine_for_a_run_is_a_throw_away_index():
 
 def test_elasticsearch_engine_opens_an_existing_index(monkeypatch):
     from es_plugin_bridge.elastic import setup
-    from es_plugin_bridge.elastic.first_stage import ElasticsearchFirstStage
+    from es_plugin_bridge.elastic.engine import ElasticsearchFirstStage
     from es_plugin_bridge.text import TextOptions
 
     client, read = _Client(), []

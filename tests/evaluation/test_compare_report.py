@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from es_plugin_bridge.cli.evaluate import run_task
-from es_plugin_bridge.elastic.results import (
+from es_plugin_bridge.elastic.results_index import (
     RESULTS_MAPPING,
     TASK_METRICS,
     mapped_fields,

@@ -22,8 +22,8 @@ from es_plugin_bridge.data.spec import read_spec
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.serving import ModelDirectory
 from es_plugin_bridge.training.checkpoint import load_checkpoint
-from es_plugin_bridge.training.fusion import fuse
-from es_plugin_bridge.training.scorer import NeuralScorer
+from es_plugin_bridge.training.fusion_fit import fuse
+from es_plugin_bridge.training.torch_scorer import NeuralScorer
 
 SAMPLES = Path(__file__).resolve().parents[2] / "es_plugin_bridge" / "samples"
 SEMEVAL_DEV = SAMPLES / "semeval2016-task3" / "SemEval2016-Task3-CQA-QL-dev.xml"

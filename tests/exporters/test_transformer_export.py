@@ -20,7 +20,7 @@ from es_plugin_bridge.serving import ModelDirectory
 from es_plugin_bridge.serving.inputs import SubwordInputs
 from es_plugin_bridge.serving.tokenizer import TOKENIZER, SubwordTokenizer, question_text
 from es_plugin_bridge.training.checkpoint import load_checkpoint
-from es_plugin_bridge.training.scorer import NeuralScorer
+from es_plugin_bridge.training.torch_scorer import NeuralScorer
 from es_plugin_bridge.training.trainer import TrainConfig, Trainer
 from exporters.export import export_checkpoint
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from docker_available import STACK_VERSION, requires_docker
 
-from es_plugin_bridge.elastic.results import RESULTS_MAPPING, mapped_fields
+from es_plugin_bridge.elastic.results_index import RESULTS_MAPPING, mapped_fields
 from es_plugin_bridge.kibana.saved_objects import (
     DASHBOARD_ID,
     DATA_VIEW_ID,

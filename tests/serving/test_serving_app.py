@@ -25,7 +25,7 @@ from es_plugin_bridge.data.spec import read_spec
 from es_plugin_bridge.serving import ModelDirectory
 from es_plugin_bridge.serving.app import create_app
 from es_plugin_bridge.serving.relevance import combination_range, component_ranges, to_unit
-from es_plugin_bridge.training.calibration import apply_platt
+from es_plugin_bridge.training.calibration_fit import apply_platt
 
 SAMPLES = Path(__file__).resolve().parents[2] / "es_plugin_bridge" / "samples"
 SEMEVAL_DEV = SAMPLES / "semeval2016-task3" / "SemEval2016-Task3-CQA-QL-dev.xml"

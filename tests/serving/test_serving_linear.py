@@ -18,7 +18,7 @@ from es_plugin_bridge.serving import ModelDirectory
 from es_plugin_bridge.serving.app import create_app
 from es_plugin_bridge.serving.jsonbody import connector_float
 from es_plugin_bridge.serving.relevance import component_ranges, linear_shift
-from es_plugin_bridge.training.fusion import minmax
+from es_plugin_bridge.training.fusion_fit import minmax
 
 SAMPLES = Path(__file__).resolve().parents[2] / "es_plugin_bridge" / "samples"
 SEMEVAL_DEV = SAMPLES / "semeval2016-task3" / "SemEval2016-Task3-CQA-QL-dev.xml"

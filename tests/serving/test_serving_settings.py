@@ -171,6 +171,19 @@ def test_two_blueprints_hold_the_documented_routes(app):
     assert 'esrerank_requests_rejected_total{reason="not_found",status="404"}' in metrics
 
 
+def test_no_static_route_even_where_a_static_folder_is_beside_the_working_directory(exported, tmp_path,
+                                                                                  monkeypatch):
+    """Flask adds ``/static/<path>`` for a ``static/`` folder next to its root (the working directory for
+    an app named as a string); the sidecar must serve none of those files."""
+    (tmp_path / "static").mkdir()
+    (tmp_path / "static" / "secret.txt").write_text("not for clients", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    app = create_app(exported["bow-cnn"])
+    assert not [rule.rule for rule in app.url_map.iter_rules() if "static" in rule.rule]
+    answer = app.test_client().get("/static/secret.txt")
+    assert answer.status_code == 404 and "not for clients" not in answer.get_data(as_text=True)
+
+
 def test_two_apps_share_no_state(exported):
     first, second = (create_app(exported["bow-cnn"], name=n) for n in ("one", "two"))
     first.test_client().post("/v1/rerank", json=BODY)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from es_plugin_bridge.data.spec import read_spec
-from es_plugin_bridge.training.calibration import apply_platt, fit_platt
+from es_plugin_bridge.training.calibration_fit import apply_platt, fit_platt
 
 SEMEVAL_DEV = (Path(__file__).resolve().parents[2] / "es_plugin_bridge" / "samples" / "semeval2016-task3"
                / "SemEval2016-Task3-CQA-QL-dev.xml")

@@ -14,7 +14,7 @@ from safetensors.torch import load_file
 
 from es_plugin_bridge.data.spec import read_spec
 from es_plugin_bridge.training.examples import build_training_set
-from es_plugin_bridge.training.scorer import NeuralScorer
+from es_plugin_bridge.training.torch_scorer import NeuralScorer
 from es_plugin_bridge.training.trainer import TrainConfig, Trainer
 
 SAMPLES = Path(__file__).resolve().parents[2] / "es_plugin_bridge" / "samples"
