@@ -27,6 +27,11 @@ Everything runs through the product's own code on real AskUbuntu data:
 Usage::
 
     python benchmarks/training.py [--threads 2] [--steps 10] [--full] [--out benchmarks/training.json]
+    python benchmarks/training.py --device cuda --models transformer --out benchmarks/training_gpu.json
+
+``--device`` is ``esrerank train``'s (``training.device``): each row names the device it ran on. Asked
+for ``cuda`` where torch sees no GPU, the script writes a report saying so (``measured: false``, with
+the reason) instead of a figure, so ``benchmarks/`` says which GPU figure exists and which does not.
 """
 
 from __future__ import annotations
@@ -153,7 +158,8 @@ def count_encoded(trainer: Trainer) -> list[int]:
 def model_throughput(
     model_type: str, train: Dataset, dev: Dataset, args: argparse.Namespace, out_dir: Path
 ) -> dict[str, Any]:
-    cfg = TrainConfig(model_type=model_type, seed=1, show_progress=False, max_dev_queries=50)
+    cfg = TrainConfig(model_type=model_type, seed=1, show_progress=False, max_dev_queries=50,
+                      device=args.device)
     t0 = time.perf_counter()
     trainer = Trainer(cfg, [train], [dev], out_dir / model_type)
     init_s = time.perf_counter() - t0
@@ -185,6 +191,7 @@ def model_throughput(
     timed_questions = encoded_counts[WARMUP_STEPS : WARMUP_STEPS + len(seconds)]
     total = sum(seconds)
     row: dict[str, Any] = {
+        "device": trainer.device_name(),
         "recipe": asdict(recipe),
         "hyper": model.hyper.model_dump(mode="json"),
         "parameters": sum(p.numel() for p in model.parameters()),
@@ -415,10 +422,21 @@ def main() -> None:
     parser.add_argument("--optimizer", choices=["sgd", "adam", "adadelta"], help="--full BOW-CNN override")
     parser.add_argument("--lr", type=float, help="--full BOW-CNN learning rate (default: the paper's)")
     parser.add_argument("--patience", type=int, default=3, help="--full BOW-CNN early-stopping patience")
+    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="cpu",
+                        help="esrerank train's --device (default cpu: the figures of this 2-core machine)")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "training.json")
     args = parser.parse_args()
 
     torch.set_num_threads(args.threads)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        report = {"command": "python " + " ".join(sys.argv), "machine": machine_info(args.threads),
+                  "device": "cuda", "measured": False,
+                  "reason": f"torch {torch.__version__} sees no CUDA device on this machine, and no GPU "
+                            "machine was lent to the session that wrote this file; run the command on a GPU "
+                            "machine to measure"}
+        args.out.write_text(json.dumps(report, indent=2) + "\n")
+        print(f"no GPU: {report['reason']}; wrote {args.out}")
+        return
     report: dict[str, Any] = {
         "command": "python " + " ".join(sys.argv),
         "machine": machine_info(args.threads),

@@ -113,6 +113,10 @@ def _hyper(items: tuple[str, ...]) -> dict[str, object]:
 @click.option("--max-title", default=48, show_default=True, type=click.IntRange(min=1),
               help="model input cap on title tokens (longer titles are cut; the count is reported)")
 @click.option("--threads", type=click.IntRange(min=1), help="torch CPU threads")
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
+              help="where to train: auto takes CUDA when torch sees a GPU; cuda never falls back to the CPU")
+@click.option("--mixed-precision/--no-mixed-precision", default=True, show_default=True,
+              help="bfloat16 autocast on a GPU that supports it (no effect on the CPU)")
 @skip_bad_option
 @click.option("--quiet", is_flag=True, help="no progress bars")
 def train(
@@ -143,6 +147,8 @@ def train(
     body_words: int,
     max_title: int,
     threads: int | None,
+    device: str,
+    mixed_precision: bool,
     skip_bad: bool,
     quiet: bool,
 ) -> None:
@@ -182,6 +188,8 @@ def train(
         pretrain_epochs=pretrain_epochs,
         show_progress=not quiet,
         init=str(init_dir) if init_dir else None,
+        device=device,
+        mixed_precision=mixed_precision,
     )
     train_sets = [read_spec(s, skip_bad=skip_bad) for s in train_specs]
     dev_sets = [read_spec(s, skip_bad=skip_bad) for s in dev_specs]
@@ -192,7 +200,7 @@ def train(
     info = summary["train"]
     click.echo(
         f"best epoch {info['best_epoch']}: dev MAP {100 * info['best_dev_map']:.2f} "
-        f"({info['seconds']:.0f} s); checkpoint written to {out}"
+        f"({info['seconds']:.0f} s on {info['device']}); checkpoint written to {out}"
     )
     for stage, fit in summary["fusion"]["first_stages"].items():
         w = fit["weights"]

@@ -50,7 +50,7 @@ def write_json(path: Path, data: Any) -> None:
 def save_checkpoint(out: Path, model: Any, featurizer: Featurizer, extra: dict[str, Any]) -> None:
     """Save weights, vocabulary and config into ``out`` (created if needed)."""
     out.mkdir(parents=True, exist_ok=True)
-    state = {k: v.detach().contiguous().clone() for k, v in model.state_dict().items()}
+    state = {k: v.detach().cpu().contiguous().clone() for k, v in model.state_dict().items()}
     tmp = out / f".{WEIGHTS}.tmp"
     save_file(state, str(tmp))
     os.replace(tmp, out / WEIGHTS)

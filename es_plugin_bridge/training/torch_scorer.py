@@ -40,7 +40,7 @@ class NeuralScorer(CachedScorer):
         self.featurizer = featurizer
         self.batch_size = batch_size
         # The BOW weights t: learned for bow-cnn, the vocabulary's IDF for the other types.
-        source = model.bow.weight.detach().numpy() if model.bow is not None else featurizer.vocab.idf
+        source = model.bow.weight.detach().cpu().numpy() if model.bow is not None else featurizer.vocab.idf
         self.bow_weights = np.asarray(source, dtype=np.float64)
         self._fusion = dict(fusion or {})
         super().__init__(model.similarity, _beta(model), len(self.bow_weights), int(model.output_dim))
@@ -59,10 +59,12 @@ class NeuralScorer(CachedScorer):
 
     @torch.no_grad()
     def _encode(self, questions: Sequence[Question]) -> np.ndarray:
+        device = next(self.model.parameters()).device  # where the trainer put it (training.device)
         out = []
         for start in range(0, len(questions), self.batch_size):
             batch = self.featurizer.batch(questions[start : start + self.batch_size])
-            out.append(self.model.encode(**batch)["neural"].numpy())
+            encoded = self.model.encode(**{key: value.to(device) for key, value in batch.items()})
+            out.append(encoded["neural"].float().cpu().numpy())
         return np.concatenate(out)
 
     def _bag(self, question: Question) -> BagOfWords:

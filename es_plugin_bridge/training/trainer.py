@@ -32,6 +32,7 @@ from es_plugin_bridge.text import Preprocessor, TextOptions
 from es_plugin_bridge.training.calibration_fit import fit_platt
 from es_plugin_bridge.training.checkpoint import save_checkpoint, write_json
 from es_plugin_bridge.training.devdata import FORCED, PAIR_QUERIES, WINDOW, dev_queries
+from es_plugin_bridge.training.device import resolve_device, use_bf16
 from es_plugin_bridge.training.examples import TrainingSet, build_training_set
 from es_plugin_bridge.training.families import BuildSetup, family_of
 from es_plugin_bridge.training.featurize import Featurizer
@@ -76,6 +77,10 @@ class TrainConfig:
     max_dev_queries: int | None = 1000  # the one default (dev_queries takes it from here)
     show_progress: bool = True
     init: str | None = None  # transformer: local sentence-transformers directory (default: the packaged one)
+    #: ``auto`` (CUDA when torch sees a GPU), ``cpu`` or ``cuda`` (training.device).
+    device: str = "auto"
+    #: bfloat16 autocast on a GPU that supports it (ignored on the CPU).
+    mixed_precision: bool = True
 
 
 def set_seed(seed: int) -> random.Random:
@@ -130,6 +135,10 @@ class Trainer:
         self.model: QuestionSimilarityModel = built.model
         self.featurizer: Featurizer = built.featurizer
         self.embeddings_info = built.embeddings_info
+        self.device = torch.device(resolve_device(cfg.device, torch.cuda.is_available(), torch.__version__))
+        self.model.to(self.device)
+        bf16 = self.device.type == "cuda" and torch.cuda.is_bf16_supported()
+        self.bf16 = use_bf16(self.device.type, bf16, cfg.mixed_precision)
         self.pool = self.data.pool
         self.history: list[dict[str, float]] = []
 
@@ -141,6 +150,16 @@ class Trainer:
                      for toks in (pre.title_tokens(q), pre.body_tokens(q)) if toks]
         sentences += [toks for ds in train_sets for text in ds.unlabelled if (toks := pre.text_tokens(text))]
         return sentences
+
+    def device_name(self) -> str:
+        """The device trained on, as the summary records it (``cpu``, ``cuda: NVIDIA H100, bf16``)."""
+        if self.device.type != "cuda":
+            return "cpu"
+        return f"cuda: {torch.cuda.get_device_name(self.device)}{', bf16' if self.bf16 else ''}"
+
+    def _autocast(self) -> torch.autocast:
+        """bfloat16 autocast on a GPU that supports it (``--mixed-precision``); a no-op elsewhere."""
+        return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16, enabled=self.bf16)
 
     def _time_left(self) -> float | None:
         """Seconds of the budget left (None: no budget)."""
@@ -176,8 +195,13 @@ class Trainer:
 
     def _encode(self, questions: Sequence[Question]) -> tuple[dict[str, torch.Tensor], dict[str, int]]:
         unique = list({q.id: q for q in questions}.values())
-        encoded = self.model.encode(**self.featurizer.batch(unique))
+        batch = {key: value.to(self.device) for key, value in self.featurizer.batch(unique).items()}
+        encoded = self.model.encode(**batch)
         return encoded, {q.id: i for i, q in enumerate(unique)}
+
+    def _index(self, rows: Sequence[int] | Sequence[float], dtype: torch.dtype = torch.long) -> torch.Tensor:
+        """A tensor on the training device (row indices by default)."""
+        return torch.tensor(rows, dtype=dtype, device=self.device)
 
     @staticmethod
     def _rows(encoded: dict[str, torch.Tensor], index: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -190,14 +214,15 @@ class Trainer:
         encoded, where = self._encode(
             [q[a] for a, _ in batch] + [q[b] for _, b in batch] + [q[n] for row in negs for n in row]
         )
-        qa = self._rows(encoded, torch.tensor([where[a] for a, _ in batch]))
-        qb = self._rows(encoded, torch.tensor([where[b] for _, b in batch]))
+        qa = self._rows(encoded, self._index([where[a] for a, _ in batch]))
+        qb = self._rows(encoded, self._index([where[b] for _, b in batch]))
         pos = self.model.score(qa, qb)
         neg_index = torch.zeros((len(batch), k), dtype=torch.long)
         neg_mask = torch.zeros((len(batch), k), dtype=torch.bool)
         for i, row in enumerate(negs):
             neg_index[i, : len(row)] = torch.tensor([where[n] for n in row], dtype=torch.long)
             neg_mask[i, : len(row)] = True
+        neg_index, neg_mask = neg_index.to(self.device), neg_mask.to(self.device)
         neg = self.model.score_candidates(qa, self._rows(encoded, neg_index.reshape(-1)))
         kwargs = (
             {"gamma": self.recipe.gamma} if self.recipe.loss == "logistic" else {"margin": self.recipe.margin}
@@ -214,8 +239,8 @@ class Trainer:
         hard = self._hard_negatives(batch)
         encoded, where = self._encode([q[a] for a, _ in batch] + [q[b] for _, b in batch]
                                       + [q[h] for h in hard])
-        qa = encoded["neural"][torch.tensor([where[a] for a, _ in batch])]
-        qb = encoded["neural"][torch.tensor([where[b] for _, b in batch] + [where[h] for h in hard])]
+        qa = encoded["neural"][self._index([where[a] for a, _ in batch])]
+        qb = encoded["neural"][self._index([where[b] for _, b in batch] + [where[h] for h in hard])]
         if self.model.similarity == "manhattan":
             scores = torch.exp(-torch.cdist(qa, qb, p=1))
         else:  # cosine (the transformer's vectors are unit already; normalising again changes nothing)
@@ -227,6 +252,7 @@ class Trainer:
             for j, other in enumerate(columns):
                 if i != j and (other in (a, b) or other in dupes.get(a, ())):
                     keep[i, j] = False
+        keep = keep.to(self.device)
         loss = LOSSES["in-batch"](scores, scale=self.recipe.scale, mask=keep)
         if getattr(self.model.hyper, "symmetric", False):
             square = scores[:, :n]
@@ -266,9 +292,9 @@ class Trainer:
     def _mse_loss(self, batch: Sequence[tuple[str, str, int]]) -> torch.Tensor:
         q = self.data.questions
         encoded, where = self._encode([q[a] for a, _, _ in batch] + [q[b] for _, b, _ in batch])
-        qa = self._rows(encoded, torch.tensor([where[a] for a, _, _ in batch]))
-        qb = self._rows(encoded, torch.tensor([where[b] for _, b, _ in batch]))
-        labels = torch.tensor([float(y) for _, _, y in batch])
+        qa = self._rows(encoded, self._index([where[a] for a, _, _ in batch]))
+        qb = self._rows(encoded, self._index([where[b] for _, b, _ in batch]))
+        labels = self._index([float(y) for _, _, y in batch], torch.float32)
         return LOSSES["mse"](self.model.score(qa, qb), labels)
 
     def _epoch_examples(self) -> list:
@@ -307,6 +333,7 @@ class Trainer:
                 f"--pretrain-epochs applies to {', '.join(PRETRAINABLE_TYPES)}, not {self.cfg.model_type}"
             )
         decoder = TitleDecoder.for_model(self.model, output_vocab_size=min(len(self.featurizer.vocab), 20000))
+        decoder.to(self.device)
         optimizer = torch.optim.Adam([p for p in decoder.parameters() if p.requires_grad], lr=1e-3)
         questions = list(self.data.questions.values())
         decoder.train()
@@ -316,8 +343,10 @@ class Trainer:
                 range(0, len(questions), 64), desc=f"pre-train {epoch}", disable=not self.cfg.show_progress
             )
             for start in bar:
-                batch = self.featurizer.batch(questions[start : start + 64])
-                loss = decoder.question_loss(**batch)
+                batch = {key: value.to(self.device)
+                         for key, value in self.featurizer.batch(questions[start : start + 64]).items()}
+                with self._autocast():
+                    loss = decoder.question_loss(**batch)
                 optimizer.zero_grad()
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(decoder.parameters(), 5.0)
@@ -353,7 +382,8 @@ class Trainer:
                 range(0, len(examples), size), desc=f"epoch {epoch}", disable=not self.cfg.show_progress
             )
             for start in bar:
-                loss = step_loss(examples[start : start + size])
+                with self._autocast():
+                    loss = step_loss(examples[start : start + size])
                 optimizer.zero_grad()
                 loss.backward()
                 if self.recipe.clip:
@@ -393,6 +423,7 @@ class Trainer:
                 "recipe": asdict(self.recipe),
                 "recipe_name": self.cfg.recipe,
                 "embeddings": self.embeddings_info,
+                "device": self.device_name(),
                 "positives": len(self.data.positives),
                 "questions": len(self.data.questions),
                 "vocabulary": len(self.featurizer.vocab),
