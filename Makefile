@@ -10,7 +10,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 TORCH := torch==2.13.0
 
-.PHONY: demo test install test-serving-notorch mutation
+.PHONY: demo test install test-serving-notorch mutation peers
 
 demo: $(STAMP)
 	$(BIN)/esrerank demo
@@ -63,3 +63,21 @@ mutation: $(STAMP)
 	$(BIN)/python tests/tiny_models.py $(TEST_MODELS)
 	-ESRERANK_TEST_MODELS=$(abspath $(TEST_MODELS)) $(BIN)/mutmut run --max-children $(MUTATION_JOBS) $(MUTANTS)
 	$(BIN)/python tests/tools/mutation_report.py reports
+
+# The peers the serving benchmark measures the sidecar against (benchmarks/serving.py; not part of
+# `make test`): infinity-emb in its own venv, since it pins numpy<2, sentence-transformers<4 and
+# click<8.2, which the project's venv cannot hold. torch is installed first with the same exact pin
+# as above (the CPU build on this machine's disk; a looser pin would let infinity-emb's torch extra pull
+# a multi-GB CUDA build); the check after it refuses a venv that ended up with any nvidia-* package.
+PEERS := build/peers-venv
+INFINITY := infinity-emb[server,torch]
+
+peers: $(PEERS)/.installed-stamp
+
+$(PEERS)/.installed-stamp:
+	$(PYTHON) -m venv $(PEERS)
+	$(PEERS)/bin/pip install '$(TORCH)'
+	$(PEERS)/bin/pip install '$(INFINITY)' '$(TORCH)'
+	$(PEERS)/bin/pip list 2>/dev/null | grep -E '^torch +2\.13\.0\+cpu$$'
+	! $(PEERS)/bin/pip list 2>/dev/null | grep -i '^nvidia-'
+	touch $@
