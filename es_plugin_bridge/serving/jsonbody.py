@@ -65,11 +65,14 @@ def _where(path: tuple) -> str:
 
 
 def _check(value: Any, strings: bool = True) -> None:
-    """Depth and (when ``strings``) lone surrogates, without recursion (the body may be anything)."""
+    """Depth and (when ``strings``) lone surrogates, without recursion (the body may be anything).
+
+    Depth counts objects and arrays only: the top one is at depth 0, and one deeper than MAX_DEPTH is
+    refused whether or not the strings are scanned (a string at the bottom adds no level)."""
     stack: list[tuple[Any, tuple, int]] = [(value, (), 0)]
     while stack:
         node, path, depth = stack.pop()
-        if depth > MAX_DEPTH:
+        if depth > MAX_DEPTH and isinstance(node, (dict, list)):
             raise BodyError(f"the body is nested more than {MAX_DEPTH} levels deep")
         if isinstance(node, dict):
             for key, item in node.items():
