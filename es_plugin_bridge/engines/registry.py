@@ -13,7 +13,6 @@ then, and no module here imports a layer above it.
 from __future__ import annotations
 
 import importlib
-import pkgutil
 from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from typing import Any, overload
 
 from es_plugin_bridge.engines.base import Engine, Tokens
 from es_plugin_bridge.errors import UserError
+from es_plugin_bridge.plugins import import_plugins
 
 __all__ = ["EngineContext", "EngineFactory", "EngineInfo", "build_engine", "default_engine", "engine_info",
            "engine_names", "register_engine"]
@@ -110,15 +110,7 @@ def _load() -> None:
         return
     _LOADED = True  # first: a module being imported may look an engine up
     package = importlib.import_module(__name__.rpartition(".")[0])
-    failure: Exception | None = None
-    for module in pkgutil.iter_modules(package.__path__):
-        if module.name not in ("base", "registry"):
-            try:
-                importlib.import_module(f"{package.__name__}.{module.name}")
-            except Exception as exc:  # re-raised below, once every module was tried
-                failure = failure or exc
-    if failure is not None:
-        raise failure
+    import_plugins(package.__name__, package.__path__, skip=("base", "registry"))
 
 
 def engine_names() -> list[str]:

@@ -7,12 +7,11 @@ from anywhere before the lookup) — the evaluator never changes.
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from es_plugin_bridge.errors import UserError
+from es_plugin_bridge.plugins import import_plugins
 from es_plugin_bridge.rankers.base import TASKS, Ranker, RankerContext, TokenCache, unique_questions
 
 __all__ = ["RankerInfo", "Ranker", "RankerContext", "TokenCache", "TASKS", "available", "build",
@@ -59,15 +58,7 @@ def _load() -> None:
     if _LOADED:
         return
     _LOADED = True  # first: a module being imported may look a ranker up
-    failure: Exception | None = None
-    for module in pkgutil.iter_modules(__path__):
-        if module.name != "base":
-            try:
-                importlib.import_module(f"{__name__}.{module.name}")
-            except Exception as exc:  # re-raised below, once every module was tried
-                failure = failure or exc
-    if failure is not None:
-        raise failure
+    import_plugins(__name__, __path__, skip=("base",))
 
 
 def available() -> list[str]:

@@ -8,11 +8,9 @@ the checkpoint and the exporter never change.
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.models.registry import model_type
+from es_plugin_bridge.plugins import import_plugins
 from es_plugin_bridge.training.families.base import BuildSetup, Built, ModelFamily, Probe
 
 _FAMILIES: dict[str, ModelFamily] = {}
@@ -28,9 +26,7 @@ def register_family(family: ModelFamily) -> ModelFamily:
 
 
 def _load() -> None:
-    for module in pkgutil.iter_modules(__path__):
-        if module.name != "base":
-            importlib.import_module(f"{__name__}.{module.name}")
+    import_plugins(__name__, __path__, skip=("base",))
 
 
 def family_named(name: str) -> ModelFamily:
