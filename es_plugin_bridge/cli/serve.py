@@ -24,7 +24,17 @@ if TYPE_CHECKING:  # the serving stack loads only when the command runs (`esrera
 DEFAULT_THREADS = 2
 DEFAULT_ONNX_THREADS = 1
 DEFAULT_CACHE_SIZE = 20_000
-DEFAULT_BATCH_SIZE = 128
+#: 16 rows a call: a request's uncached questions sorted by length and cut into calls of 16 cost the
+#: transformer about a third of the CPU of one call padded to the longest (benchmarks/serving.py).
+DEFAULT_BATCH_SIZE = 16
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the OS says, else the machine's)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # no sched_getaffinity (macOS, Windows)
+        return os.cpu_count() or 1
 
 
 def _read_token_file(path: Path) -> str:
@@ -70,7 +80,12 @@ def _read_token_file(path: Path) -> str:
 @click.option("--cache-size", default=DEFAULT_CACHE_SIZE, show_default=True, type=click.IntRange(min=0),
               help="Candidate encodings kept in the LRU cache (0: no cache).")
 @click.option("--batch-size", default=DEFAULT_BATCH_SIZE, show_default=True, type=click.IntRange(min=1),
-              help="Most questions per encoder call (a request's uncached candidates go in one call).")
+              help="Most questions per encoder call: a request's uncached questions are sorted by length "
+                   "and cut into calls of at most this many (a GPU wants more, e.g. 128).")
+@click.option("--encoder-workers", default=None, type=click.IntRange(min=1),
+              help="Encoder calls run at once, by workers shared by every request (a lone request's calls "
+                   "run in parallel; concurrent requests' small calls are merged) [default: the cores this "
+                   "process may use].")
 @click.option("--device", default="auto", show_default=True, type=click.Choice(["auto", "cpu", "cuda"]),
               help="Where onnxruntime scores: auto takes CUDA when onnxruntime-gpu and a GPU are there "
                    "(else CPU, said in one log line); cuda refuses to start without them.")
@@ -78,7 +93,7 @@ def _read_token_file(path: Path) -> str:
 def serve_command(model_dir: Path, host: str, port: int, token: str | None, token_file: Path | None,
                   expect_sha256: str | None, max_documents: int, max_body_mb: int, request_timeout: float,
                   max_connections: int, threads: int, onnx_threads: int, cache_size: int, batch_size: int,
-                  device: str, name: str | None) -> None:
+                  encoder_workers: int | None, device: str, name: str | None) -> None:
     """Serve an exported model directory: /v1/rerank, /v2/rerank, /v1/embed, /healthz, /readyz, /metrics."""
     from es_plugin_bridge.serving.settings import Settings
 
@@ -94,7 +109,7 @@ def serve_command(model_dir: Path, host: str, port: int, token: str | None, toke
         max_documents=max_documents, max_body_bytes=max_body_mb * 1024 * 1024,
         request_timeout=request_timeout, max_connections=max_connections, threads=threads,
         onnx_threads=onnx_threads, cache_size=cache_size, batch_size=batch_size,
-        device=device)  # type: ignore[arg-type]
+        encoder_workers=encoder_workers or available_cores(), device=device)  # type: ignore[arg-type]
     if token_file is None and token is not None and (
             ctx.get_parameter_source("token") == click.core.ParameterSource.COMMANDLINE):
         click.echo("warning: --token is visible to every user of this machine (ps); prefer --token-file "

@@ -59,7 +59,7 @@ def create_app(source: Settings | ModelDirectory | str | Path, **overrides: Any)
                                     batch_size=settings.batch_size, expect_sha256=settings.expect_sha256,
                                     device=settings.device)
     service = Service(model, name=settings.name, max_documents=settings.max_documents,
-                      cache_size=settings.cache_size)
+                      cache_size=settings.cache_size, encoder_workers=settings.encoder_workers)
     metrics = Metrics(service.name, model.model_type, service.cache, provider=model.provider)
     # No static folder: Flask would otherwise serve files from a ``static/`` directory beside the working
     # directory it was started in (``/static/...``); the sidecar serves JSON only.

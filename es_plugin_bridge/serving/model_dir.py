@@ -181,13 +181,31 @@ class ModelDirectory:
         return self.vectors_from_ids(self.inputs.encode(questions))
 
     def vectors_from_ids(self, encoded: Sequence[Encoded]) -> np.ndarray:
-        """Neural vectors [N, D] float32 of already encoded questions (``token_ids``), in batches."""
+        """Neural vectors [N, D] float32 of already encoded questions (``token_ids``), in the batches
+        of :meth:`chunks`."""
         out = np.zeros((len(encoded), self.dimension), dtype=np.float32)
-        for start in range(0, len(encoded), self.batch_size):
-            chunk = encoded[start : start + self.batch_size]
-            feed = self.inputs.feed(chunk)
-            out[start : start + len(chunk)] = self.session.run([self.config.output], feed)[0]
+        for rows in self.chunks(encoded):
+            out[rows] = self.run_chunk([encoded[i] for i in rows])
         return out
+
+    def chunks(self, encoded: Sequence[Encoded]) -> list[list[int]]:
+        """The encoder calls that encode ``encoded``: lists of row indices, at most ``batch_size`` each.
+
+        Up to ``batch_size`` rows are one call, in order. Beyond it, a graph with dynamic lengths gets
+        the rows sorted by length (all id lists together) before they are cut: each call pads to its own
+        longest row, so 101 AskUbuntu titles cost the transformer about a third of the CPU that one call
+        padded to the longest of all costs (``benchmarks/serving.py``). A graph with fixed lengths pads
+        every row to the caps anyway and keeps request order.
+        """
+        n, size = len(encoded), self.batch_size
+        if n <= size or not self.config.dynamic_length:
+            return [list(range(start, min(start + size, n))) for start in range(0, n, size)]
+        order = sorted(range(n), key=lambda i: sum(len(part) for part in encoded[i]))
+        return [order[start : start + size] for start in range(0, n, size)]
+
+    def run_chunk(self, encoded: Sequence[Encoded]) -> np.ndarray:
+        """One encoder call: the vectors [len(encoded), D] of one batch (at most ``batch_size`` rows)."""
+        return self.session.run([self.config.output], self.inputs.feed(encoded))[0]
 
     def bag_of_words(self, question: Question) -> BagOfWords:
         """Sorted vocabulary ids and their L2-normalised weights tf·t."""

@@ -18,6 +18,7 @@ from es_plugin_bridge.core.manifest import manifest_digest
 from es_plugin_bridge.data.questions import split_title_body
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.errors import UserError
+from es_plugin_bridge.serving.batching import EncoderPool
 from es_plugin_bridge.serving.cache import Encoding, EncodingCache, encoding_key, raw_key
 from es_plugin_bridge.serving.jsonbody import connector_float
 from es_plugin_bridge.serving.model_dir import COMPONENTS, BagOfWords, ModelDirectory
@@ -67,14 +68,20 @@ def _question(item: str | DocumentIn) -> Question:
 
 
 class Service:
-    """Scores requests with one loaded model; ``name`` is what responses report as ``model``."""
+    """Scores requests with one loaded model; ``name`` is what responses report as ``model``.
+
+    ``encoder_workers``: None runs each request's encoder calls in its own thread; N hands them to an
+    :class:`~es_plugin_bridge.serving.batching.EncoderPool` of N workers shared by every request (what
+    ``esrerank serve`` does: a lone request uses every core, concurrent ones are batched together).
+    """
 
     def __init__(self, model: ModelDirectory, name: str | None = None, max_documents: int = 1000,
-                 cache_size: int = DEFAULT_CACHE_SIZE) -> None:
+                 cache_size: int = DEFAULT_CACHE_SIZE, encoder_workers: int | None = None) -> None:
         self.model = model
         self.name = name or f"{model.model_type}:{model.path.name}"
         self.max_documents = max_documents
         self.cache = EncodingCache(cache_size)
+        self.encoder = EncoderPool(model, encoder_workers) if encoder_workers is not None else None
         try:  # the model's identity in cache keys: its manifest pins every file
             self._model_key = bytes.fromhex(manifest_digest(model.path))
         except UserError:  # a directory that went away after loading: this process's own identity
@@ -173,7 +180,8 @@ class Service:
         todo = list({keys[i]: i for i in rest if found[i] is None}.values())
         fresh: dict[bytes, Encoding] = {}
         if todo:
-            vectors = self.model.vectors_from_ids([ids[i] for i in todo])
+            misses = [ids[i] for i in todo]
+            vectors = self.encoder.vectors(misses) if self.encoder else self.model.vectors_from_ids(misses)
             bags = self.model.bags_from_ids([ids[i] for i in todo])
             fresh = {keys[i]: (vectors[j], bags[j]) for j, i in enumerate(todo)}
         for i in rest:

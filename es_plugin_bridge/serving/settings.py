@@ -5,8 +5,9 @@ and sizes the service from it, and ``Server.for_app(app)`` binds, guards and cap
 object, so the token and the body cap the app checks cannot disagree with those the server checks.
 
 The defaults are ``esrerank serve``'s, except the three that load the model (``onnx_threads``,
-``batch_size``, ``device``): those keep ``ModelDirectory.load``'s, so ``create_app(path)`` in a test
-or a notebook loads exactly as it always has, while the command passes its own measured defaults.
+``batch_size``, ``device``) and ``encoder_workers``: those keep ``ModelDirectory.load``'s and the
+request thread's own encoder calls, so ``create_app(path)`` in a test or a notebook loads and encodes
+exactly as it always has, while the command passes its own measured defaults.
 A value no server could use is a UserError naming the field and its option, before anything loads.
 """
 
@@ -27,7 +28,8 @@ OPTIONS = {"model_dir": "MODEL_DIR", "host": "--host", "port": "--port", "token"
            "expect_sha256": "--expect-sha256", "name": "--name", "max_documents": "--max-documents",
            "max_body_bytes": "--max-body-mb", "request_timeout": "--request-timeout",
            "max_connections": "--max-connections", "threads": "--threads", "onnx_threads": "--onnx-threads",
-           "cache_size": "--cache-size", "batch_size": "--batch-size", "device": "--device"}
+           "cache_size": "--cache-size", "batch_size": "--batch-size", "device": "--device",
+           "encoder_workers": "--encoder-workers"}
 
 
 def check_token(token: str | None) -> None:
@@ -64,6 +66,7 @@ class Settings:
     cache_size: int = DEFAULT_CACHE_SIZE  # 0: no encoding cache
     batch_size: int = 64
     device: Device = "cpu"
+    encoder_workers: int | None = None  # None: each request thread runs its own encoder calls
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "model_dir", Path(self.model_dir))
@@ -76,6 +79,8 @@ class Settings:
                 self._refuse(field, "must be at least 1")
         if self.onnx_threads is not None and self.onnx_threads < 1:
             self._refuse("onnx_threads", "must be at least 1 (or None: onnxruntime's choice)")
+        if self.encoder_workers is not None and self.encoder_workers < 1:
+            self._refuse("encoder_workers", "must be at least 1 (or None: each request thread encodes)")
         if self.cache_size < 0:
             self._refuse("cache_size", "must be at least 0 (0: no cache)")
         for field in ("request_timeout", "idle_timeout"):

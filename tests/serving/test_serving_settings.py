@@ -49,13 +49,14 @@ def test_every_serve_option_sets_its_settings_field(exported, cli, captured, tmp
                         "--token-file", str(token_file), "--expect-sha256", "ab" * 32,
                         "--max-documents", "7", "--max-body-mb", "3", "--request-timeout", "2.5",
                         "--max-connections", "9", "--threads", "3", "--onnx-threads", "2",
-                        "--cache-size", "11", "--batch-size", "5", "--device", "cpu", "--name", "mine"])
+                        "--cache-size", "11", "--batch-size", "5", "--encoder-workers", "4",
+                        "--device", "cpu", "--name", "mine"])
     assert code == 0, err
     [settings] = captured
     expected = {"model_dir": model_dir, "host": "0.0.0.0", "port": 9191, "token": TOKEN,
                 "expect_sha256": "ab" * 32, "max_documents": 7, "max_body_bytes": 3 * 1024 * 1024,
                 "request_timeout": 2.5, "max_connections": 9, "threads": 3, "onnx_threads": 2,
-                "cache_size": 11, "batch_size": 5, "device": "cpu", "name": "mine"}
+                "cache_size": 11, "batch_size": 5, "encoder_workers": 4, "device": "cpu", "name": "mine"}
     assert set(expected) == set(OPTIONS)  # every field an option sets is checked here
     assert {field: getattr(settings, field) for field in expected} == expected
     assert settings.limits == Limits(max_body_bytes=3 * 1024 * 1024, request_timeout=2.5, max_connections=9)
@@ -71,7 +72,8 @@ def test_serve_defaults_and_the_token_from_the_environment(exported, cli, captur
     [settings] = captured
     assert settings == Settings(model_dir=exported["gru"], token=TOKEN, max_documents=1000,
                                 max_body_bytes=32 * 1024 * 1024, request_timeout=10.0, max_connections=500,
-                                threads=2, onnx_threads=1, cache_size=20_000, batch_size=128, device="auto")
+                                threads=2, onnx_threads=1, cache_size=20_000, batch_size=16, device="auto",
+                                encoder_workers=serve_module.available_cores())
     assert (settings.host, settings.port, settings.name, settings.expect_sha256) == ("127.0.0.1", 8080,
                                                                                     None, None)
 
@@ -82,6 +84,7 @@ def test_settings_defaults_are_the_serve_limits_and_the_loaders_own():
     settings = Settings(model_dir="m")
     assert settings.model_dir == Path("m") and settings.limits == Limits()
     assert (settings.onnx_threads, settings.batch_size, settings.device) == (None, 64, "cpu")
+    assert settings.encoder_workers is None  # each request thread encodes, as create_app always did
     assert (settings.token, settings.max_documents, settings.cache_size) == (None, 1000, 20_000)
 
 

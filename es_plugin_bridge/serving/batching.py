@@ -1,0 +1,147 @@
+"""The sidecar's encoder calls, shared by every request thread: a few workers, one onnxruntime call each.
+
+Encoding cache misses is nearly all of an uncached request's time (the profile of a rerank of 100
+AskUbuntu titles by the transformer: 97 % in ``InferenceSession.run``). Left to the request threads,
+each runs its own calls: a lone request uses one core (the session has one intra-op thread), and 16
+concurrent ones either queue behind the request threads or, with more intra-op threads, oversubscribe
+the cores. Here the request threads hand their calls (``ModelDirectory.chunks``: length-sorted batches)
+to ``workers`` threads, so:
+
+- a lone request's batches run on every worker at once (a rerank of 100 uses both cores of a 2-core
+  machine with single-threaded sessions, which degrade less than intra-op threads when other work
+  shares the machine);
+- never more than ``workers`` calls run at once, however many requests are in flight;
+- a worker that takes a batch smaller than ``batch_size`` rows also takes the batches queued behind it
+  while they fit, from any request, and runs them as one call (dynamic batching: sixteen clients
+  embedding 8 texts each become calls of 16 rows, not 8 calls of 8).
+
+What a batch computes does not depend on which thread runs it: a request's answer is the one the same
+batches give in the request's own thread (``vectors`` of a pool and ``ModelDirectory.vectors_from_ids``
+agree, ``tests/serving/test_serving_batching.py``). An error in a call is raised in every request whose
+rows it held. Workers are daemon threads started on first use; :meth:`EncoderPool.close` stops them.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from es_plugin_bridge.serving.inputs import Encoded
+from es_plugin_bridge.serving.model_dir import ModelDirectory
+
+
+@dataclass
+class _Job:
+    """One request's encoder work: its output and how many of its batches are still to run."""
+
+    out: np.ndarray
+    left: int
+    error: BaseException | None = None
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+@dataclass
+class _Batch:
+    """Some rows of one job: where they go in its output, and their ids."""
+
+    job: _Job
+    rows: list[int]
+    encoded: list[Encoded]
+
+
+class EncoderPool:
+    """``workers`` threads running ``model``'s encoder calls for every request of one service."""
+
+    def __init__(self, model: ModelDirectory, workers: int) -> None:
+        if workers < 1:
+            raise ValueError(f"an encoder pool needs at least 1 worker, got {workers}")
+        self.model = model
+        self.workers = workers
+        self._queue: deque[_Batch] = deque()
+        self._ready = threading.Condition()
+        self._threads: list[threading.Thread] = []
+        self._closed = False
+        self.calls = 0  # encoder calls run (a merged call counts once)
+        self.merged = 0  # calls that held batches of more than one request
+
+    def vectors(self, encoded: Sequence[Encoded]) -> np.ndarray:
+        """Neural vectors [N, D] float32 of ``encoded``, as ``ModelDirectory.vectors_from_ids`` gives them.
+
+        Blocks until every batch has run; re-raises the first error of any of them.
+        """
+        out = np.zeros((len(encoded), self.model.dimension), dtype=np.float32)
+        chunks = self.model.chunks(encoded)
+        if not chunks:
+            return out
+        job = _Job(out, len(chunks))
+        with self._ready:
+            if self._closed:
+                raise RuntimeError("the encoder pool is closed")
+            self._start()
+            self._queue.extend(_Batch(job, rows, [encoded[i] for i in rows]) for rows in chunks)
+            self._ready.notify(len(chunks))
+        job.done.wait()
+        if job.error is not None:
+            raise job.error
+        return out
+
+    def _start(self) -> None:
+        """Start the workers on first use (a service that never encodes holds no threads)."""
+        while len(self._threads) < self.workers:
+            thread = threading.Thread(target=self._work, name=f"esrerank-encoder-{len(self._threads)}",
+                                      daemon=True)
+            self._threads.append(thread)
+            thread.start()
+
+    def _take(self) -> list[_Batch] | None:
+        """The next batch and those queued behind it that fit in one call with it (None: closed)."""
+        with self._ready:
+            while not self._queue and not self._closed:
+                self._ready.wait()
+            if not self._queue:
+                return None
+            taken = [self._queue.popleft()]
+            rows = len(taken[0].rows)
+            while self._queue and rows + len(self._queue[0].rows) <= self.model.batch_size:
+                taken.append(self._queue.popleft())
+                rows += len(taken[-1].rows)
+            return taken
+
+    def _work(self) -> None:
+        while (taken := self._take()) is not None:
+            error: BaseException | None = None
+            try:
+                vectors = self.model.run_chunk([e for batch in taken for e in batch.encoded])
+            except BaseException as exc:  # handed to the requests that wait on it, never lost
+                error = exc
+            with self._ready:
+                self.calls += 1
+                self.merged += len({id(batch.job) for batch in taken}) > 1
+            start = 0
+            for batch in taken:
+                job = batch.job
+                if error is not None:
+                    job.error = job.error or error
+                else:
+                    job.out[batch.rows] = vectors[start : start + len(batch.rows)]
+                start += len(batch.rows)
+                with self._ready:
+                    job.left -= 1
+                    finished = job.left == 0
+                if finished:
+                    job.done.set()
+
+    def close(self) -> None:
+        """Stop the workers once the queued batches have run; later calls raise RuntimeError."""
+        with self._ready:
+            self._closed = True
+            self._ready.notify_all()
+        for thread in self._threads:
+            thread.join(timeout=5)
+
+
+__all__ = ["EncoderPool"]
