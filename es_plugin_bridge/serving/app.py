@@ -60,7 +60,8 @@ def create_app(source: Settings | ModelDirectory | str | Path, **overrides: Any)
                                     device=settings.device)
     service = Service(model, name=settings.name, max_documents=settings.max_documents,
                       cache_size=settings.cache_size, encoder_workers=settings.encoder_workers)
-    metrics = Metrics(service.name, model.model_type, service.cache, provider=model.provider)
+    metrics = Metrics(service.name, model.model_type, service.cache, provider=model.provider,
+                      encoder=service.encoder)
     # No static folder: Flask would otherwise serve files from a ``static/`` directory beside the working
     # directory it was started in (``/static/...``); the sidecar serves JSON only.
     app = Flask("esrerank_sidecar", static_folder=None)

@@ -66,6 +66,7 @@ class EncoderPool:
         self._threads: list[threading.Thread] = []
         self._closed = False
         self.calls = 0  # encoder calls run (a merged call counts once)
+        self.rows = 0  # questions those calls encoded
         self.merged = 0  # calls that held batches of more than one request
 
     def vectors(self, encoded: Sequence[Encoded]) -> np.ndarray:
@@ -120,6 +121,7 @@ class EncoderPool:
                 error = exc
             with self._ready:
                 self.calls += 1
+                self.rows += sum(len(batch.rows) for batch in taken)
                 self.merged += len({id(batch.job) for batch in taken}) > 1
             start = 0
             for batch in taken:

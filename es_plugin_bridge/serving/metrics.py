@@ -15,6 +15,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, Info
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from es_plugin_bridge.serving.batching import EncoderPool
 from es_plugin_bridge.serving.cache import EncodingCache
 
 log = logging.getLogger("esrerank.sidecar")
@@ -47,12 +48,33 @@ class _CacheCollector(Collector):
                                 value=self.cache.capacity)
 
 
+class _EncoderCollector(Collector):
+    """The shared encoder workers' counters: rows / calls is the batch onnxruntime really gets, and
+    merged calls show concurrent requests batched together."""
+
+    def __init__(self, pool: EncoderPool) -> None:
+        self.pool = pool
+
+    def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+        yield CounterMetricFamily("esrerank_encoder_calls", "onnxruntime calls run by the encoder workers",
+                                  value=self.pool.calls)
+        yield CounterMetricFamily("esrerank_encoder_rows", "Questions encoded by those calls",
+                                  value=self.pool.rows)
+        yield CounterMetricFamily("esrerank_encoder_merged_calls",
+                                  "Calls that held the questions of more than one request",
+                                  value=self.pool.merged)
+        yield GaugeMetricFamily("esrerank_encoder_workers", "Encoder calls run at once at most",
+                                value=self.pool.workers)
+
+
 class Metrics:
     def __init__(self, model_name: str, model_type: str, cache: EncodingCache | None = None,
-                 provider: str = "CPUExecutionProvider") -> None:
+                 provider: str = "CPUExecutionProvider", encoder: EncoderPool | None = None) -> None:
         self.registry = CollectorRegistry()
         if cache is not None:
             self.registry.register(_CacheCollector(cache))
+        if encoder is not None:
+            self.registry.register(_EncoderCollector(encoder))
         self.requests = Counter("esrerank_requests", "HTTP requests by endpoint and status",
                                 ["endpoint", "status"], registry=self.registry)
         self.latency = Histogram("esrerank_request_seconds", "Request latency by endpoint", ["endpoint"],

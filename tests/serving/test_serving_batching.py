@@ -140,7 +140,7 @@ def test_concurrent_small_requests_are_merged_into_one_call(exported, questions)
     finally:
         pool.close()
     assert model.session.calls == [3, 15, 9]  # 5 requests in one call (15 rows ≤ 16), then 3
-    assert pool.calls == 3 and pool.merged == 2
+    assert (pool.calls, pool.rows, pool.merged) == (3, 27, 2)
     model.session = model.session.session
     for job, vectors in zip(jobs, got, strict=True):
         assert np.array_equal(vectors, model.vectors_from_ids(job))
@@ -207,4 +207,9 @@ def test_answers_with_a_pool_under_concurrency_equal_answers_alone_without(model
     service = pooled.extensions["esrerank"]
     assert service.encoder is not None and service.encoder.calls > 0
     assert alone.extensions["esrerank"].encoder is None
+    metrics = client.get("/metrics").get_data(as_text=True)
+    assert f"esrerank_encoder_calls_total {float(service.encoder.calls)}" in metrics
+    assert f"esrerank_encoder_rows_total {float(service.encoder.rows)}" in metrics
+    assert "esrerank_encoder_merged_calls_total" in metrics and "esrerank_encoder_workers 2.0" in metrics
+    assert "esrerank_encoder_" not in alone_client.get("/metrics").get_data(as_text=True)
     service.encoder.close()
