@@ -16,8 +16,8 @@ candidates (SemEval-2016 dev questions) for one real query:
 - for a transformer, with ``--st-floor DIR`` (a sentence-transformers model of the same architecture,
   e.g. the shipped all-MiniLM-L6-v2): uncached rerank of 100 AskUbuntu titles over HTTP (cache off)
   against sentence-transformers ``encode`` of the same 101 raw texts in this process, p50/p99 at
-  concurrency 1 and 16 and texts/s (``--only-st-floor`` runs this alone). infinity-emb, the other peer
-  of issue 15, is not measured: it is not installed here.
+  concurrency 1 and 16 and texts/s (``--only-st-floor`` runs this alone). ``benchmarks/serving.py``
+  measures the transformer against both peers of issue 15 (this floor and infinity-emb) in one run.
 
 Usage: ``python benchmarks/sidecar.py [--model DIR --checkpoint DIR]... [--big-vocab DIR]
 [--requests 10000]``. Prints the figures and writes ``benchmarks/sidecar.json``.
@@ -261,13 +261,14 @@ def _exchange(sock: socket.socket, request: bytes) -> int:
 
 
 def load(port: int, requests: list[bytes], concurrency: int, total: int, desc: str,
-         rate: float | None = None) -> dict[str, Any]:
+         rate: float | None = None, keep: list[float] | None = None) -> dict[str, Any]:
     """``total`` requests (cycling through ``requests``) from ``concurrency`` keep-alive connections.
 
     Closed loop by default: each connection sends its next request as soon as the last is answered, so
     at saturation latency is concurrency / throughput (Little's law). With ``rate`` (requests a second)
     it is open loop: request i is due at ``i / rate`` and its latency counts from then (no coordinated
-    omission), the latency a caller sees when the server is not saturated.
+    omission), the latency a caller sees when the server is not saturated. ``keep`` receives every
+    latency (ms), for a caller that pools them over several runs.
     """
     latencies: list[float] = []
     errors = 0
@@ -314,6 +315,8 @@ def load(port: int, requests: list[bytes], concurrency: int, total: int, desc: s
         t.join()
     elapsed = time.perf_counter() - start
     bar.close()
+    if keep is not None:
+        keep.extend(latencies)
     return {**stats(latencies), "requests": total, "errors": errors, "concurrency": concurrency,
             "offered_rate": rate, "requests_per_second": round(total / elapsed, 1)}
 
