@@ -50,6 +50,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 BIN = Path(sys.executable).parent
 CANDIDATES = 100
+#: ``esrerank serve``'s encoding before the encoder workers: each request thread one call of up to 128.
+PREVIOUS = ("--batch-size", "128", "--encoder-workers", "0")
 SMALL = 8  # texts a request in the small-request throughput phase (where batching across requests counts)
 DEV = ROOT / "es_plugin_bridge" / "samples" / "askubuntu-pairs" / "val.tsv"
 TRAIN = ROOT / "es_plugin_bridge" / "samples" / "askubuntu-pairs" / "train_titles.tsv"
@@ -239,6 +241,9 @@ def main() -> None:
     parser.add_argument("--serve-option", action="append", default=[], metavar="OPT",
                         help="an extra `esrerank serve` option for every sidecar (repeatable, e.g. "
                              "--serve-option=--onnx-threads=1)")
+    parser.add_argument("--previous", action="store_true",
+                        help="also serve the fp32 export as esrerank serve did before its encoder workers "
+                             f"({' '.join(PREVIOUS)}): what they changed, in the same run")
     parser.add_argument("--out", type=Path, help="JSON to write (default benchmarks/serving.json; "
                         "--quick: build/serving_quick.json)")
     args = parser.parse_args()
@@ -285,12 +290,15 @@ def main() -> None:
     servers: list[Any] = []
     try:
         options = ["--cache-size", "0", *args.serve_option]
-        sidecars = (("esrerank-fp32", fp32), ("esrerank-int8", int8), ("esrerank-tiny-bow-cnn", tiny))
-        for name, directory in sidecars:
-            sidecar = Sidecar(directory, *options)
+        sidecars = [("esrerank-fp32", fp32, options), ("esrerank-int8", int8, options),
+                    ("esrerank-tiny-bow-cnn", tiny, options)]
+        if args.previous:
+            sidecars.insert(1, ("esrerank-fp32-previous", fp32, [*options, *PREVIOUS]))
+        for name, directory, opts in sidecars:
+            sidecar = Sidecar(directory, *opts)
             servers.append(sidecar)
             systems.append(System(name, "esrerank", port=sidecar.port,
-                                  command=shlex.join(["esrerank", "serve", str(directory), *options])))
+                                  command=shlex.join(["esrerank", "serve", str(directory), *opts])))
         if (args.peers_venv / "bin" / "infinity_emb").is_file():
             peer = Infinity(args.peers_venv, st_dir)
             servers.append(peer)

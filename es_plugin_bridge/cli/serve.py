@@ -37,6 +37,13 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
+def _encoder_workers(option: int | None) -> int | None:
+    """``--encoder-workers``: unset → the cores; 0 → None (each request thread encodes, no pool)."""
+    if option is None:
+        return available_cores()
+    return option or None
+
+
 def _read_token_file(path: Path) -> str:
     """The token: the file's first line, stripped; the rest is ignored (rsync's ``--password-file`` rule),
     so a file ending in a newline or carrying a comment line works as the help says."""
@@ -82,10 +89,10 @@ def _read_token_file(path: Path) -> str:
 @click.option("--batch-size", default=DEFAULT_BATCH_SIZE, show_default=True, type=click.IntRange(min=1),
               help="Most questions per encoder call: a request's uncached questions are sorted by length "
                    "and cut into calls of at most this many (a GPU wants more, e.g. 128).")
-@click.option("--encoder-workers", default=None, type=click.IntRange(min=1),
+@click.option("--encoder-workers", default=None, type=click.IntRange(min=0),
               help="Encoder calls run at once, by workers shared by every request (a lone request's calls "
-                   "run in parallel; concurrent requests' small calls are merged) [default: the cores this "
-                   "process may use].")
+                   "run in parallel; concurrent requests' small calls are merged); 0: each request thread "
+                   "runs its own calls [default: the cores this process may use].")
 @click.option("--device", default="auto", show_default=True, type=click.Choice(["auto", "cpu", "cuda"]),
               help="Where onnxruntime scores: auto takes CUDA when onnxruntime-gpu and a GPU are there "
                    "(else CPU, said in one log line); cuda refuses to start without them.")
@@ -109,7 +116,7 @@ def serve_command(model_dir: Path, host: str, port: int, token: str | None, toke
         max_documents=max_documents, max_body_bytes=max_body_mb * 1024 * 1024,
         request_timeout=request_timeout, max_connections=max_connections, threads=threads,
         onnx_threads=onnx_threads, cache_size=cache_size, batch_size=batch_size,
-        encoder_workers=encoder_workers or available_cores(), device=device)  # type: ignore[arg-type]
+        encoder_workers=_encoder_workers(encoder_workers), device=device)  # type: ignore[arg-type]
     if token_file is None and token is not None and (
             ctx.get_parameter_source("token") == click.core.ParameterSource.COMMANDLINE):
         click.echo("warning: --token is visible to every user of this machine (ps); prefer --token-file "

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from es_plugin_bridge.cli import serve as serve_module
 from es_plugin_bridge.data.spec import read_spec
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.serving.app import create_app
@@ -171,6 +172,18 @@ def test_an_error_in_a_call_reaches_every_request_it_held_and_the_pool_goes_on(e
         pool.close()
     with pytest.raises(RuntimeError, match="closed"):
         pool.vectors(encoded)
+
+
+@pytest.mark.parametrize(("argv", "workers"), [([], "cores"), (["--encoder-workers", "3"], 3),
+                                               (["--encoder-workers", "0"], None)])
+def test_serve_hands_its_encoder_calls_to_a_pool_unless_told_0(argv, workers, exported, cli, monkeypatch):
+    seen = []
+    monkeypatch.setattr(serve_module, "run_sidecar", seen.append)
+    monkeypatch.delenv("ESRERANK_TOKEN", raising=False)
+    code, _, err = cli(["serve", str(exported["bow-cnn"]), *argv])
+    assert code == 0, err
+    expected = serve_module.available_cores() if workers == "cores" else workers
+    assert seen[0].encoder_workers == expected and seen[0].batch_size == 16
 
 
 def test_a_pool_needs_a_worker(exported):
