@@ -22,6 +22,7 @@ import contextlib
 import http.client
 import json
 import logging
+import re
 import socket
 import threading
 import urllib.parse
@@ -98,10 +99,18 @@ class SidecarClient:
             raise UserError(f"sidecar URL must start with http:// or https://, got {url!r}")
         if timeout <= 0:
             raise UserError(f"sidecar timeout must be > 0 seconds, got {timeout}")
+        # the sidecar's own rule (serving.settings.check_token): anything else cannot even be sent as a
+        # header (http.client refuses a line break) or never matches
+        if token and not re.fullmatch(r"[\x21-\x7e]+", token):
+            raise UserError("sidecar token must be printable ASCII without spaces or line breaks")
         self.url = url.rstrip("/")
         parts = urllib.parse.urlsplit(self.url)
         if not parts.hostname:
             raise UserError(f"sidecar URL has no host: {url!r}")
+        try:
+            parts.hostname.encode("idna")  # as socket.getaddrinfo encodes it (an empty label fails)
+        except UnicodeError:
+            raise UserError(f"sidecar URL has a malformed host: {url!r}") from None
         self._https = parts.scheme == "https"
         self._host, self._port, self._prefix = parts.hostname, parts.port, parts.path
         self.token = token
