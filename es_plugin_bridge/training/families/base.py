@@ -71,6 +71,9 @@ class ModelFamily(ABC):
     starts_pretrained: ClassVar[bool] = False
     #: The graph lengths to try, in order: True = dynamic sequence lengths, False = padded to the caps.
     length_modes: ClassVar[tuple[bool, ...]] = (True,)
+    #: How an int8 graph is judged against torch (``exporters.onnx_graph.distance``): ``cosine`` of
+    #: vectors (what they are used for), ``abs`` of a graph whose output is a score.
+    quantized_measure: ClassVar[str] = "cosine"
 
     # -- training and checkpoints ---------------------------------------------------------------------
     @abstractmethod

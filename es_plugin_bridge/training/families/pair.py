@@ -72,6 +72,8 @@ class PairFamily(SubwordFamily):
     inputs = PAIR_INPUTS
     #: The head is new: the model as initialised ranks at random, so it does not compete on dev.
     starts_pretrained = False
+    #: The graph's output is a logit, not a vector: an int8 graph is held to max |Δ logit|.
+    quantized_measure = "abs"
 
     def build(self, setup: BuildSetup) -> Built:
         from es_plugin_bridge.models.cross_encoder import build_cross_encoder
