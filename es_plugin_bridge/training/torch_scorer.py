@@ -74,13 +74,15 @@ class NeuralScorer(CachedScorer):
         """The model's logit of each (query, candidate) pair, ``batch_size`` pairs a forward pass."""
         unique = list({q.id: q for pair in pairs for q in pair}.values())
         where = {q.id: i for i, q in enumerate(unique)}
-        rows = self.model.encode(**self.featurizer.batch(unique))  # each question's own sub-word ids
+        device = next(self.model.parameters()).device  # where the trainer put it (training.device)
+        batch = self.featurizer.batch(unique)
+        rows = self.model.encode(**{key: value.to(device) for key, value in batch.items()})  # own sub-words
         out = []
         for start in range(0, len(pairs), self.batch_size):
             chunk = pairs[start : start + self.batch_size]
-            a = {k: v[torch.tensor([where[q.id] for q, _ in chunk])] for k, v in rows.items()}
-            b = {k: v[torch.tensor([where[c.id] for _, c in chunk])] for k, v in rows.items()}
-            out.append(self.model.score(a, b).numpy())
+            a = {k: v[torch.tensor([where[q.id] for q, _ in chunk], device=device)] for k, v in rows.items()}
+            b = {k: v[torch.tensor([where[c.id] for _, c in chunk], device=device)] for k, v in rows.items()}
+            out.append(self.model.score(a, b).float().cpu().numpy())
         return np.concatenate(out) if out else np.zeros(0, dtype=np.float32)
 
     def _bag(self, question: Question) -> BagOfWords:
