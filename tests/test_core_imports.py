@@ -64,7 +64,7 @@ def test_serving_imports_only_the_core_the_text_pipeline_and_its_server_stack():
 
 
 def test_training_and_exporters_use_the_core():
-    assert "es_plugin_bridge.core.fusion" in _imports(PACKAGE / "training" / "fusion.py")
+    assert "es_plugin_bridge.core.fusion" in _imports(PACKAGE / "training" / "fusion_fit.py")
     assert "es_plugin_bridge.core.vocab" in _imports(PACKAGE / "training" / "featurize.py")
     exporters = PACKAGE.parent / "exporters"
     assert "es_plugin_bridge.core.model_config" in _imports(exporters / "export.py")
