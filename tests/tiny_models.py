@@ -77,6 +77,39 @@ def export_models(checkpoints: dict[str, Path], root: Path) -> dict[str, Path]:
     return {model_type: root / model_type for model_type in checkpoints}
 
 
+#: The tiny cross-encoder: pairs of at most 32 sub-words, a few steps of 8 positives with 2 negatives.
+PAIR_HYPER = {"max_length": 32}
+
+
+def build_pair_model(root: Path) -> tuple[Path, Path]:
+    """A cross-encoder (the packaged MiniLM's network, a new head) trained a few steps on 200 real
+    AskUbuntu title pairs, and its export: (checkpoint, model directory). Two threads, as CI has."""
+    import torch
+
+    from es_plugin_bridge.data.spec import read_spec
+    from es_plugin_bridge.training.trainer import TrainConfig, Trainer
+    from exporters.export import export_checkpoint
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        lines = TITLES.read_text(encoding="utf-8").splitlines(keepends=True)
+        random.Random(11).shuffle(lines)
+        root.mkdir(parents=True, exist_ok=True)
+        (root / "train.tsv").write_text("".join(lines[:200]), encoding="utf-8")
+        (root / "dev.tsv").write_text("".join(lines[200:260]), encoding="utf-8")
+        cfg = TrainConfig(model_type="cross-encoder", epochs=1, examples_per_epoch=24, batch_size=8,
+                          negatives=2, hyper=PAIR_HYPER, show_progress=False, max_dev_queries=8,
+                          dev_window=20)
+        Trainer(cfg, [read_spec(f"pairs:{root / 'train.tsv'}")], [read_spec(f"pairs:{root / 'dev.tsv'}")],
+                root / "checkpoint").run()
+        result = export_checkpoint(root / "checkpoint", root / "exported", max_questions=24)
+        assert result.max_abs_diff <= 1e-4 and result.score_max_abs_diff <= 1e-4
+        return root / "checkpoint", root / "exported"
+    finally:
+        torch.set_num_threads(threads)
+
+
 def main(argv: list[str]) -> int:
     """``python tests/tiny_models.py DIR``: build the exported models into ``DIR`` unless there."""
     if len(argv) != 1:

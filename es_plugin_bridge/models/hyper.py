@@ -4,9 +4,9 @@ Defaults: BOW-CNN and CNN from dos Santos et al. Table 2 (window 3; 400 and 1000
 RCNN, LSTM, GRU from Lei et al. Table 3 (hidden 400 / 240 / 280, n = 2) with their best
 pooling (Table 2) and title/body averaging; Siamese LSTM / CNN from paper 004 Sections 5.3–5.4
 (LSTM 50, 32 filters of width 3, dropout 0.5, Manhattan similarity). Bogdanova's CNN is
-``cnn`` with ``pooling="sum", conv_units=300``. The transformer's are its input cap and pooling (the
-pretrained network's own sizes come with its weights). Which class belongs to which type is said once,
-in ``models.registry``.
+``cnn`` with ``pooling="sum", conv_units=300``. The transformer's and the cross-encoder's are their
+input cap and pooling (the pretrained network's own sizes come with its weights). Which class belongs
+to which type is said once, in ``models.registry``.
 """
 
 from __future__ import annotations
@@ -81,3 +81,18 @@ class TransformerHyper(BaseModel):
     similarity: Literal["cosine"] = "cosine"
     text_combine: Literal["concat"] = "concat"
     symmetric: bool = True  # in-batch loss in both directions (q1 → q2 and q2 → q1; measured default)
+
+
+class CrossEncoderHyper(BaseModel):
+    """A BERT-style pair classifier: ``[CLS] query [SEP] candidate [SEP]`` → one logit.
+
+    ``max_length`` caps the pair (both sides cut longest-first): every candidate of a request runs
+    through the network with its query, so this cap is what a reranked window costs. ``pooling``:
+    ``cls``, BERT's pooler (tanh of a dense layer over the [CLS] vector, as BertForSequenceClassification
+    reads it), or ``mean`` over the pair's tokens (what the packaged MiniLM was trained to pool).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_length: int = Field(128, ge=8, le=512)  # sub-words of the pair, [CLS] and both [SEP] included
+    pooling: Literal["cls", "mean"] = "cls"

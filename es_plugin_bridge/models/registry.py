@@ -24,6 +24,7 @@ from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.models.hyper import (
     BowCNNHyper,
     CNNHyper,
+    CrossEncoderHyper,
     GRUHyper,
     LSTMHyper,
     RCNNHyper,
@@ -92,7 +93,8 @@ class ModelType:
     best_recipe: Recipe | None = None
     #: The model family (``training.families``): ``vocabulary``, a :class:`QuestionSimilarityModel` over
     #: the product's vocabulary (``build_model``); ``subword``, a pretrained sub-word encoder with its own
-    #: tokenizer (``models.transformer``).
+    #: tokenizer (``models.transformer``); ``pair``, a pretrained network reading (query, candidate) pairs
+    #: together (``models.cross_encoder``).
     family: str = "vocabulary"
     pretrainable: bool = False
     learned_bow: bool = False
@@ -130,6 +132,12 @@ _CNN_PAPER = Recipe("logistic", "sgd", 0.05)
 _TRANSFORMER = Recipe("in-batch", "adamw", 2e-5, clip=1.0, batch_size=32, warmup=50, examples_per_epoch=3200,
                       epochs=1000, time_budget=900.0, patience=3)
 
+# A cross-encoder runs every (query, candidate) pair through the network, so a step of B positives with K
+# sampled negatives costs B·(1 + K) pair passes: the papers' ranking loss (max-margin, δ = 1 on the pair
+# logits, hardest of K) with few negatives, AdamW with the transformer's rate and warm-up.
+_CROSS_ENCODER = Recipe("max-margin", "adamw", 2e-5, clip=1.0, negatives=4, batch_size=16, warmup=50,
+                        examples_per_epoch=1600, epochs=1000, time_budget=900.0, patience=3)
+
 REGISTRY: dict[str, ModelType] = {
     t.name: t
     for t in (
@@ -151,6 +159,9 @@ REGISTRY: dict[str, ModelType] = {
         ModelType("transformer", "sentence-transformers bi-encoder (all-MiniLM-L6-v2 by default)",
                   TransformerHyper, _TRANSFORMER, "es_plugin_bridge.models.transformer:TransformerEncoder",
                   family="subword"),
+        ModelType("cross-encoder", "BERT-style pair classifier (all-MiniLM-L6-v2's network by default)",
+                  CrossEncoderHyper, _CROSS_ENCODER,
+                  "es_plugin_bridge.models.cross_encoder:CrossEncoderModel", family="pair"),
     )
 }
 

@@ -40,6 +40,9 @@ def _make_encoder(model_type: str, embedding: nn.Embedding, hyper: Any) -> Encod
 class QuestionSimilarityModel(nn.Module):
     """One model of the papers; build it with :func:`build_model`."""
 
+    #: Two questions are compared by their vectors (a cross-encoder's are read together instead).
+    pairwise = False
+
     def __init__(
         self,
         model_type: str,

@@ -84,7 +84,7 @@ def check_init(directory: Path) -> Path:
     return directory
 
 
-def _network_from_config(config: Mapping[str, Any]) -> nn.Module:
+def network_from_config(config: Mapping[str, Any]) -> nn.Module:
     from transformers import AutoConfig, AutoModel
 
     data = dict(config)
@@ -118,6 +118,7 @@ class TransformerSimilarityModel(nn.Module):
     model_type = "transformer"
     bow = None
     beta = None
+    pairwise = False
 
     def __init__(
         self, hyper: TransformerHyper, encoder: TransformerEncoder, tokenizer: SubwordTokenizer
@@ -172,14 +173,14 @@ def build_transformer(init: str | Path | None = None, **hyper: Any) -> Transform
     parsed = parse_hyper("transformer", hyper)
     assert isinstance(parsed, TransformerHyper)
     directory = check_init(Path(init)) if init is not None else default_init()
-    network = _network_from_config(json.loads((directory / "config.json").read_text(encoding="utf-8")))
+    network = network_from_config(json.loads((directory / "config.json").read_text(encoding="utf-8")))
     state = load_file(str(directory / "model.safetensors"))
-    _load_network_state(network, state, directory / "model.safetensors")
+    load_network_state(network, state, directory / "model.safetensors")
     tokenizer = SubwordTokenizer.from_file(str(directory / TOKENIZER), parsed.max_length)
     return TransformerSimilarityModel(parsed, TransformerEncoder(network), tokenizer)
 
 
-def _load_network_state(network: nn.Module, state: Mapping[str, torch.Tensor], source: Path) -> None:
+def load_network_state(network: nn.Module, state: Mapping[str, torch.Tensor], source: Path) -> None:
     """Load weights saved by transformers or sentence-transformers (keys with or without a prefix)."""
     own = network.state_dict()
     prefix = getattr(network, "base_model_prefix", "")
@@ -205,10 +206,11 @@ def transformer_from_checkpoint(
     path = directory / NETWORK_CONFIG
     if not path.is_file():
         raise UserError(f"{directory}: {NETWORK_CONFIG} is missing (not a transformer checkpoint)")
-    network = _network_from_config(json.loads(path.read_text(encoding="utf-8")))
+    network = network_from_config(json.loads(path.read_text(encoding="utf-8")))
     tokenizer = SubwordTokenizer.from_file(str(directory / TOKENIZER), parsed.max_length)
     return TransformerSimilarityModel(parsed, TransformerEncoder(network), tokenizer)
 
 
 __all__ = ["INPUTS", "NETWORK_CONFIG", "PACKAGE", "TransformerEncoder", "TransformerSimilarityModel",
-           "build_transformer", "check_init", "default_init", "transformer_from_checkpoint"]
+           "build_transformer", "check_init", "default_init", "load_network_state", "network_from_config",
+           "transformer_from_checkpoint"]

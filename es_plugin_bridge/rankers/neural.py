@@ -35,7 +35,7 @@ def _scorer(context: RankerContext) -> Scorer:
     if scorer is None:
         assert context.model_dir is not None
         scorer = open_scorer(context.model_dir)
-        scorer.vectors(list(context.collection))  # one batched pass over the collection
+        scorer.prepare(list(context.collection))  # one batched pass over the collection
         context.shared[_SCORER] = scorer
     return scorer  # type: ignore[return-value]
 

@@ -1,9 +1,10 @@
 """A bounded LRU of candidate encodings, so a candidate seen before costs no encoder call.
 
 Elasticsearch sends the same popular questions again and again (every query's window overlaps the
-last), and the encoder is most of a request's cost. An entry is the candidate's neural vector and its
-bag of words, keyed by a hash of the model (its manifest digest) and the *preprocessed* text (the
-capped token ids the encoder sees): two spellings that preprocess alike share an entry, and a cache
+last), and the encoder is most of a request's cost. An entry is the candidate's neural vector (for a
+cross-encoder, which runs every pair anew: its sub-word side of a pair) and its bag of words, keyed
+by a hash of the model (its manifest digest) and the *preprocessed* text (the capped token ids the
+encoder sees): two spellings that preprocess alike share an entry, and a cache
 can never serve one model's vectors for another. A second, equally bounded map from a digest of the
 *raw* text to that key spares a text seen before its preprocessing too (HTML parsing, tokenising and
 stemming 100 title+body candidates costs several milliseconds, more than the whole cached answer);
@@ -22,7 +23,7 @@ from collections.abc import Hashable, Sequence
 
 import numpy as np
 
-Encoding = tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]  # (vector [D], (bow ids, bow weights))
+Encoding = tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]  # (vector [D] or pair side, (bow ids, weights))
 
 
 def encoding_key(model_key: bytes, token_ids: Sequence[Sequence[int]]) -> bytes:

@@ -5,6 +5,9 @@ families, a ``tokenizer.json``, from the bytes whose sha256 the manifest vouches
 directory can run code, and nothing in it names code: the input adapter is chosen from the graph's
 input names (``serving.inputs``). Questions are encoded here (onnxruntime vectors, bags of words);
 every score is computed by ``core.scoring``, the same maths the PyTorch scorer uses.
+
+A ``pairwise`` directory (a cross-encoder) has no vector per question: what it keeps of a question (its
+*state*) is its side of a pair, and its ``neural`` score runs the graph on each (query, document) pair.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import json
 import logging
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import onnx
@@ -28,7 +31,7 @@ from es_plugin_bridge.core.vocab import Vocabulary
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.errors import DataFormatError, UserError
 from es_plugin_bridge.serving.device import Device, check_active, requested_providers
-from es_plugin_bridge.serving.inputs import Encoded, EncoderInputs, input_adapter
+from es_plugin_bridge.serving.inputs import Encoded, EncoderInputs, PairInputs, input_adapter
 from es_plugin_bridge.text import Preprocessor, TextOptions
 
 CONFIG = "config.json"
@@ -138,8 +141,13 @@ class ModelDirectory:
         preprocessor = Preprocessor(TextOptions.from_mapping(config.text, source=str(path / CONFIG)))
         inputs = input_adapter(path, config, vocab, preprocessor, files)
         loaded = cls(path, config, vocab, weights, session, inputs, batch_size)
+        check = Question("load-check", "load check", "")
         try:  # one real run, so a graph that cannot serve fails here rather than on the first request
-            shape = loaded.vectors([Question("load-check", "load check", "")]).shape
+            if loaded.pairwise:
+                side = loaded.states_from_ids(loaded.inputs.encode([check]))[0]
+                shape = loaded._pair_outputs([(side, side)]).shape
+            else:
+                shape = loaded.vectors([check]).shape
         except ValueError as exc:  # numpy: the graph's output does not fit [1, dimension]
             raise UserError(f"{path / ENCODER}: output does not have {CONFIG}'s dimension ({exc})") from None
         except Exception as exc:  # onnxruntime's own error types
@@ -159,6 +167,11 @@ class ModelDirectory:
     @property
     def dimension(self) -> int:
         return self.config.dimension
+
+    @property
+    def pairwise(self) -> bool:
+        """Whether the graph reads (query, document) pairs (a cross-encoder): no vector per question."""
+        return self.inputs.pairwise
 
     @property
     def provider(self) -> str:
@@ -183,6 +196,9 @@ class ModelDirectory:
     def vectors_from_ids(self, encoded: Sequence[Encoded]) -> np.ndarray:
         """Neural vectors [N, D] float32 of already encoded questions (``token_ids``), in the batches
         of :meth:`chunks`."""
+        if self.pairwise:
+            raise UserError(f"{self.path}: a {self.model_type} model reads a query and a document together: "
+                            "it has no vector per text (it reranks: /v1/rerank)")
         out = np.zeros((len(encoded), self.dimension), dtype=np.float32)
         for rows in self.chunks(encoded):
             out[rows] = self.run_chunk([encoded[i] for i in rows])
@@ -206,6 +222,36 @@ class ModelDirectory:
     def run_chunk(self, encoded: Sequence[Encoded]) -> np.ndarray:
         """One encoder call: the vectors [len(encoded), D] of one batch (at most ``batch_size`` rows)."""
         return self.session.run([self.config.output], self.inputs.feed(encoded))[0]
+
+    @property
+    def _pair_inputs(self) -> PairInputs:
+        return cast(PairInputs, self.inputs)
+
+    def states_from_ids(self, encoded: Sequence[Encoded]) -> list[np.ndarray]:
+        """What scoring keeps of each encoded question: its vector (one graph run for all), or for a
+        pairwise model its side of a pair (no graph run: pairs are run when scored)."""
+        if self.pairwise:
+            return [self._pair_inputs.side(e) for e in encoded]
+        return list(self.vectors_from_ids(encoded))
+
+    def _pair_outputs(self, pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+        """The pair graph's output [N, 1] float32 for (query side, document side) pairs, in batches."""
+        out = np.zeros((len(pairs), self.dimension), dtype=np.float32)
+        for start in range(0, len(pairs), self.batch_size):
+            chunk = pairs[start : start + self.batch_size]
+            out[start : start + len(chunk)] = self.session.run([self.config.output],
+                                                               self._pair_inputs.pair_feed(chunk))[0]
+        return out
+
+    def pair_logits(self, pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+        """The logit [N] float32 of each (query, document) pair, from their sides (``states_from_ids``)."""
+        return self._pair_outputs(pairs)[:, 0]
+
+    def neural_from_states(self, query: np.ndarray, docs: Sequence[np.ndarray]) -> np.ndarray:
+        """``neural`` [N] float64 of each document: the similarity of the vectors, or σ(pair logit)."""
+        if self.pairwise:
+            return scoring.pair_similarity(self.pair_logits([(query, doc) for doc in docs]))
+        return scoring.neural_similarity(query, np.asarray(docs), self.similarity)
 
     def bag_of_words(self, question: Question) -> BagOfWords:
         """Sorted vocabulary ids and their L2-normalised weights tf·t."""
@@ -263,23 +309,25 @@ class ModelDirectory:
         if not docs:
             names = COMPONENTS + (("fused",) if first_stage_scores is not None else ())
             return {name: np.zeros(0) for name in names}
-        vectors = self.vectors([query, *docs])
-        bags = [self.bag_of_words(q) for q in (query, *docs)]
-        return self.scores(vectors[0], bags[0], vectors[1:], bags[1:], first_stage_scores, first_stage)
+        encoded = self.inputs.encode([query, *docs])
+        states, bags = self.states_from_ids(encoded), self.bags_from_ids(encoded)
+        return self.scores(states[0], bags[0], states[1:], bags[1:], first_stage_scores, first_stage)
 
     def scores(
         self,
         query_vector: np.ndarray,
         query_bag: BagOfWords,
-        doc_vectors: np.ndarray,
+        doc_vectors: np.ndarray | Sequence[np.ndarray],
         doc_bags: Sequence[BagOfWords],
         first_stage_scores: Sequence[float] | None = None,
         first_stage: str | None = None,
     ) -> dict[str, np.ndarray]:
-        """:meth:`rerank` from encodings already computed (e.g. cached by the sidecar)."""
+        """:meth:`rerank` from encodings already computed (e.g. cached by the sidecar): vectors, or for a
+        pairwise model the sides of ``states_from_ids``."""
         weights = None if first_stage_scores is None else self.fusion[self.fusion_stage(first_stage)]
-        return scoring.scores(query_vector, query_bag, doc_vectors, doc_bags, self.similarity,
-                              self.config.beta.model, first_stage_scores, weights)
+        neural = self.neural_from_states(query_vector, doc_vectors)  # type: ignore[arg-type]
+        return scoring.component_scores(neural, query_bag, doc_bags, self.config.beta.model,
+                                        first_stage_scores, weights)
 
 
 __all__ = ["BOW_WEIGHTS", "CONFIG", "ENCODER", "FILES", "MANIFEST", "VOCAB", "BagOfWords", "ModelDirectory"]

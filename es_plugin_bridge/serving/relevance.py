@@ -5,10 +5,10 @@ The sidecar answers ``relevance_score`` as P(relevant) from the calibration fit 
 
 Elasticsearch rewrites negative scores and its ``linear`` retriever adds scores, so the sidecar must
 answer bounded, non-negative numbers. Every score the model makes is a fixed linear combination of
-components with known ranges (cosine in [−1, 1], Manhattan similarity in (0, 1], a min-maxed first
-stage in [0, 1]), so the combination's own range follows by interval arithmetic and an affine map
-sends it onto [0, 1]. The map is strictly increasing: the ranking is exactly the model's. It is a
-bounded score, not a probability.
+components with known ranges (cosine in [−1, 1], Manhattan similarity in (0, 1], a cross-encoder's
+σ(logit) in [0, 1], a min-maxed first stage in [0, 1]), so the combination's own range follows by
+interval arithmetic and an affine map sends it onto [0, 1]. The map is strictly increasing: the
+ranking is exactly the model's. It is a bounded score, not a probability.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ Range = tuple[float, float]
 def component_ranges(similarity: str, bow_weights: str) -> dict[str, Range]:
     """Range of each component: ``neural`` by similarity, ``bow`` by whether its weights can be < 0."""
     return {
-        "neural": (0.0, 1.0) if similarity == "manhattan" else (-1.0, 1.0),
+        "neural": (0.0, 1.0) if similarity in ("manhattan", "sigmoid") else (-1.0, 1.0),
         "bow": (0.0, 1.0) if bow_weights == "idf" else (-1.0, 1.0),
         "first_stage": (0.0, 1.0),
     }

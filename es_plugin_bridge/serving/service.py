@@ -1,6 +1,8 @@
 """What the sidecar computes, apart from HTTP: rerank and embed requests against a model directory.
 
 Kept out of the Flask app so the bridge (and tests) can call it in process with the same results.
+A pairwise model (a cross-encoder) reranks like any other, its ``neural`` score run on each (query,
+document) pair, but has no vector to embed: ``/v1/embed`` is refused, naming why.
 """
 
 from __future__ import annotations
@@ -160,7 +162,25 @@ class Service:
         return self._linear(self._parts(q, docs, None, None)[0], stage)
 
     def encode(self, questions: Sequence[Question]) -> tuple[np.ndarray, list[BagOfWords], list[bool]]:
-        """Vectors [N, D], bags of words and whether each came from the cache.
+        """Vectors [N, D], bags of words and whether each came from the cache (:meth:`encodings`);
+        RequestError for a pairwise model, which has no vector per text."""
+        self._check_vectors()
+        states, bags, cached = self.encodings(questions)
+        matrix = (np.stack(states) if states else np.zeros((0, self.model.dimension), dtype=np.float32))
+        return matrix, bags, cached
+
+    def _check_vectors(self) -> None:
+        """RequestError naming why when the model has no vector per text (a pairwise model)."""
+        if self.model.pairwise:
+            raise RequestError("model", f"{self.name} is a {self.model.model_type} model: it reads a query "
+                                        "and a document together and has no vector per text, so it cannot "
+                                        "embed (nor serve Elasticsearch's bridge or hybrid modes); it "
+                                        "reranks: /v1/rerank, /v2/rerank (Elasticsearch's native mode)")
+
+    def encodings(self, questions: Sequence[Question]) -> tuple[list[np.ndarray], list[BagOfWords],
+                                                                 list[bool]]:
+        """What scoring keeps of each question (its vector, or a pairwise model's side of a pair:
+        ``ModelDirectory.states_from_ids``), its bag of words and whether they came from the cache.
 
         A raw text seen before is found without preprocessing; the others are preprocessed (that makes
         their cache key) and looked up again; the ones still missing, each distinct one once, go to the
@@ -181,24 +201,25 @@ class Service:
         fresh: dict[bytes, Encoding] = {}
         if todo:
             misses = [ids[i] for i in todo]
-            vectors = self.encoder.vectors(misses) if self.encoder else self.model.vectors_from_ids(misses)
+            if self.encoder is not None and not self.model.pairwise:  # the shared encoder workers
+                states = list(self.encoder.vectors(misses))
+            else:
+                states = self.model.states_from_ids(misses)
             bags = self.model.bags_from_ids([ids[i] for i in todo])
-            fresh = {keys[i]: (vectors[j], bags[j]) for j, i in enumerate(todo)}
+            fresh = {keys[i]: (states[j], bags[j]) for j, i in enumerate(todo)}
         for i in rest:
             if found[i] is None:
                 found[i] = fresh[keys[i]]
         self.cache.put_many(list(fresh.items()), [(raws[i], keys[i]) for i in rest])
         self.cache.record(sum(cached), len(cached) - sum(cached))
         entries = [entry for entry in found if entry is not None]
-        matrix = (np.stack([vec for vec, _ in entries]) if entries
-                  else np.zeros((0, self.model.dimension), dtype=np.float32))
-        return matrix, [bag for _, bag in entries], cached
+        return [state for state, _ in entries], [bag for _, bag in entries], cached
 
     def _parts(self, query: Question, docs: Sequence[Question], first_stage_scores: Sequence[float] | None,
                stage: str | None) -> tuple[dict[str, np.ndarray], list[bool]]:
         """Every score of ``docs`` (as ``ModelDirectory.rerank``) and which documents were cached."""
-        vectors, bags, cached = self.encode([query, *docs])
-        parts = self.model.scores(vectors[0], bags[0], vectors[1:], bags[1:], first_stage_scores, stage)
+        states, bags, cached = self.encodings([query, *docs])
+        parts = self.model.scores(states[0], bags[0], states[1:], bags[1:], first_stage_scores, stage)
         return parts, cached[1:]
 
     @staticmethod
@@ -284,7 +305,9 @@ class Service:
         return {"id": str(uuid.uuid4()), "results": out["results"], "meta": {"api_version": {"version": "2"}}}
 
     def embed(self, req: EmbedRequest) -> EmbedResponse:
-        """The neural vector and weighted-BOW terms of each text, for storing in an index."""
+        """The neural vector and weighted-BOW terms of each text, for storing in an index; RequestError
+        for a pairwise model (:meth:`encode`)."""
+        self._check_vectors()
         self._check_size("texts", len(req.texts))
         vectors, bags, _ = self.encode([_question(t) for t in req.texts])
         embeddings = []

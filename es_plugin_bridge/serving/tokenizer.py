@@ -58,9 +58,11 @@ class SubwordTokenizer:
         """The tokenizer.json text, truncation included (what the model directory stores)."""
         return self.tokenizer.to_str()
 
-    def ids(self, texts: Sequence[str]) -> list[list[int]]:
-        """Sub-word ids of each text, special tokens added, cut at ``max_length``."""
-        return [list(e.ids) for e in self.tokenizer.encode_batch(list(texts))]
+    def ids(self, texts: Sequence[str], special_tokens: bool = True) -> list[list[int]]:
+        """Sub-word ids of each text, cut at ``max_length``; with ``special_tokens`` ([CLS] … [SEP])
+        added, without them for a text that is one side of a pair (``serving.inputs.pair`` adds its own)."""
+        encoded = self.tokenizer.encode_batch(list(texts), add_special_tokens=special_tokens)
+        return [list(e.ids) for e in encoded]
 
     def pad(self, rows: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
         """(input_ids, attention_mask) int64 [B, longest row], padded on the right."""

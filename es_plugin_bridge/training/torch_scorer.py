@@ -4,7 +4,8 @@
 weighted by the learned t for bow-cnn and the vocabulary's IDF for the other types (an untrained BOW
 path, so ``fused`` has the same three inputs for all) — and inherits every score
 (``neural``, ``bow``, ``model``) from ``serving.scorer.CachedScorer``, which computes it with
-``core.scoring``: a checkpoint evaluated here scores as its export is served.
+``core.scoring``: a checkpoint evaluated here scores as its export is served. A pairwise model (a
+cross-encoder: ``model.pairwise``) is run on (query, candidate) pairs instead (``_pair_logits``).
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ class NeuralScorer(CachedScorer):
         source = model.bow.weight.detach().cpu().numpy() if model.bow is not None else featurizer.vocab.idf
         self.bow_weights = np.asarray(source, dtype=np.float64)
         self._fusion = dict(fusion or {})
-        super().__init__(model.similarity, _beta(model), len(self.bow_weights), int(model.output_dim))
+        super().__init__(model.similarity, _beta(model), len(self.bow_weights), int(model.output_dim),
+                         bool(model.pairwise))
 
     @classmethod
     def from_dir(cls, directory: Path) -> NeuralScorer:
@@ -66,6 +68,22 @@ class NeuralScorer(CachedScorer):
             encoded = self.model.encode(**{key: value.to(device) for key, value in batch.items()})
             out.append(encoded["neural"].float().cpu().numpy())
         return np.concatenate(out)
+
+    @torch.no_grad()
+    def _pair_logits(self, pairs: Sequence[tuple[Question, Question]]) -> np.ndarray:
+        """The model's logit of each (query, candidate) pair, ``batch_size`` pairs a forward pass."""
+        unique = list({q.id: q for pair in pairs for q in pair}.values())
+        where = {q.id: i for i, q in enumerate(unique)}
+        device = next(self.model.parameters()).device  # where the trainer put it (training.device)
+        batch = self.featurizer.batch(unique)
+        rows = self.model.encode(**{key: value.to(device) for key, value in batch.items()})  # own sub-words
+        out = []
+        for start in range(0, len(pairs), self.batch_size):
+            chunk = pairs[start : start + self.batch_size]
+            a = {k: v[torch.tensor([where[q.id] for q, _ in chunk], device=device)] for k, v in rows.items()}
+            b = {k: v[torch.tensor([where[c.id] for _, c in chunk], device=device)] for k, v in rows.items()}
+            out.append(self.model.score(a, b).float().cpu().numpy())
+        return np.concatenate(out) if out else np.zeros(0, dtype=np.float32)
 
     def _bag(self, question: Question) -> BagOfWords:
         title, body = self.featurizer.ids(question)

@@ -318,7 +318,7 @@ class Trainer:
     def dev_map(self) -> float:
         self.model.eval()
         scorer = NeuralScorer(self.model, self.featurizer)
-        scorer.vectors(self._dev_questions())  # one batched pass instead of one per query
+        scorer.prepare(self._dev_questions())  # one batched pass instead of one per query
         scores = [scorer.model_scores(rq.query, rq.candidates) for rq in self.dev]
         self.model.train()
         return mean_ap(scores, [rq.labels for rq in self.dev])
@@ -442,7 +442,7 @@ class Trainer:
     def fit_fusion(self) -> dict[str, Any]:
         """β for each first stage the dev data allows: ``given`` (when present), bm25, lmdirichlet."""
         scorer = NeuralScorer(self.model, self.featurizer)
-        scorer.vectors(self._dev_questions())
+        scorer.prepare(self._dev_questions())
         # As at evaluation time, the first stage's window holds what it found: queries whose duplicate
         # BM25 missed (and that dev_queries put back for early stopping) are left out of the β fit.
         dev = [rq for rq in self.dev if rq.split != FORCED]

@@ -44,18 +44,20 @@ def questions():
 
 def test_every_model_type_has_a_registered_family_and_every_family_a_serving_adapter():
     used = {entry.family for entry in REGISTRY.values()}
-    assert used == {"vocabulary", "subword"}
+    assert used == {"vocabulary", "subword", "pair"}
     for name in used:
         family = family_named(name)
         assert isinstance(family, ModelFamily) and family.name == name
         assert family.inputs in ADAPTERS, f"no serving input adapter reads {family.inputs}"
     assert family_of("bow-cnn") is family_named("vocabulary")
     assert family_of("transformer") is family_named("subword")
+    assert family_of("cross-encoder") is family_named("pair")
     assert family_named("subword").starts_pretrained and not family_named("vocabulary").starts_pretrained
+    assert not family_named("pair").starts_pretrained  # its head is new: it must be trained to rank
 
 
 def test_an_unknown_family_or_type_is_a_user_error_naming_the_known_ones():
-    with pytest.raises(UserError, match=r"unknown model family 'cross'; known: subword, vocabulary"):
+    with pytest.raises(UserError, match=r"unknown model family 'cross'; known: pair, subword, vocabulary"):
         family_named("cross")
     with pytest.raises(UserError, match="unknown model type 'bert'"):
         family_of("bert")

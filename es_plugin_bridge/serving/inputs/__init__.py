@@ -4,7 +4,8 @@ A model directory never names code to import. Which adapter serves it is read fr
 graph's input names in config.json, through :data:`ADAPTERS` — the one line a new family adds here.
 Every adapter encodes a question as a tuple of id lists whose first two are the vocabulary's (title,
 body) ids, capped as in training: they feed the bag-of-words score and key the sidecar's cache with
-whatever ids the family adds.
+whatever ids the family adds. A ``pairwise`` adapter (a cross-encoder's) feeds its graph (query,
+candidate) pairs (``pair_feed``) instead of single questions (``feed``).
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ from typing import Protocol
 
 import numpy as np
 
-from es_plugin_bridge.core.model_config import SUBWORD_INPUTS, VOCABULARY_INPUTS, ExportedConfig
+from es_plugin_bridge.core.model_config import PAIR_INPUTS, SUBWORD_INPUTS, VOCABULARY_INPUTS, ExportedConfig
 from es_plugin_bridge.core.vocab import Vocabulary
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.errors import UserError
+from es_plugin_bridge.serving.inputs.pair import PairInputs
 from es_plugin_bridge.serving.inputs.subword import SubwordInputs
 from es_plugin_bridge.serving.inputs.vocabulary import Encoded, VocabularyInputs
 from es_plugin_bridge.text import Preprocessor
@@ -26,6 +28,9 @@ from es_plugin_bridge.text import Preprocessor
 
 class EncoderInputs(Protocol):
     """Questions → the ids a family's encoder reads → the graph's feed."""
+
+    #: Whether the graph reads (query, candidate) pairs (``PairInputs.pair_feed``), not one question each.
+    pairwise: bool
 
     def encode(self, questions: Sequence[Question]) -> list[Encoded]:
         """One tuple of id lists per question: vocabulary title ids, body ids, then the family's own."""
@@ -43,6 +48,7 @@ Loader = Callable[[Path, ExportedConfig, Vocabulary, Preprocessor, Mapping[str, 
 ADAPTERS: dict[tuple[str, ...], Loader] = {
     VOCABULARY_INPUTS: VocabularyInputs.load,
     SUBWORD_INPUTS: SubwordInputs.load,
+    PAIR_INPUTS: PairInputs.load,
 }
 
 
@@ -57,4 +63,5 @@ def input_adapter(path: Path, config: ExportedConfig, vocab: Vocabulary, preproc
     return load(path, config, vocab, preprocessor, files)
 
 
-__all__ = ["ADAPTERS", "Encoded", "EncoderInputs", "SubwordInputs", "VocabularyInputs", "input_adapter"]
+__all__ = ["ADAPTERS", "Encoded", "EncoderInputs", "PairInputs", "SubwordInputs", "VocabularyInputs",
+           "input_adapter"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 
@@ -25,7 +26,13 @@ from es_plugin_bridge.text import Preprocessor
 
 @dataclass(frozen=True)
 class SubwordInputs:
-    """(input_ids, attention_mask) from the model's tokenizer, padded to the batch's longest row."""
+    """(input_ids, attention_mask) from the model's tokenizer, padded to the batch's longest row.
+
+    ``special_tokens``: whether each question's ids are framed by [CLS] … [SEP] (False: it is one side
+    of a pair, ``serving.inputs.pair``).
+    """
+
+    pairwise: ClassVar[bool] = False
 
     names: tuple[str, ...]
     preprocessor: Preprocessor
@@ -33,6 +40,7 @@ class SubwordInputs:
     tokenizer: SubwordTokenizer
     max_title: int
     max_body: int
+    special_tokens: bool = True
 
     @classmethod
     def load(cls, path: Path, config: ExportedConfig, vocab: Vocabulary, preprocessor: Preprocessor,
@@ -49,7 +57,7 @@ class SubwordInputs:
     def encode(self, questions: Sequence[Question]) -> list[Encoded]:
         """Vocabulary title and body ids (capped as in training) and the encoder's sub-word ids."""
         parts = [(self.preprocessor.title_tokens(q), self.preprocessor.body_tokens(q)) for q in questions]
-        subwords = self.tokenizer.ids([" ".join(title + body) for title, body in parts])
+        subwords = self.tokenizer.ids([" ".join(title + body) for title, body in parts], self.special_tokens)
         return [(self.vocab.ids(title)[: self.max_title], self.vocab.ids(body)[: self.max_body], row)
                 for (title, body), row in zip(parts, subwords, strict=True)]
 

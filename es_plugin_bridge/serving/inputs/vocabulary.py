@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 
@@ -23,6 +24,8 @@ Encoded = tuple[list[int], ...]  # vocabulary title ids, body ids[, a family's o
 @dataclass(frozen=True)
 class VocabularyInputs:
     """(title_ids, title_mask, body_ids, body_mask) from the product's vocabulary."""
+
+    pairwise: ClassVar[bool] = False
 
     names: tuple[str, ...]
     preprocessor: Preprocessor

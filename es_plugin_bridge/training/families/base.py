@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+import numpy as np
 import torch
 
 from es_plugin_bridge.core.vocab import Vocabulary
@@ -70,6 +71,9 @@ class ModelFamily(ABC):
     starts_pretrained: ClassVar[bool] = False
     #: The graph lengths to try, in order: True = dynamic sequence lengths, False = padded to the caps.
     length_modes: ClassVar[tuple[bool, ...]] = (True,)
+    #: How an int8 graph is judged against torch (``exporters.onnx_graph.distance``): ``cosine`` of
+    #: vectors (what they are used for), ``abs`` of a graph whose output is a score.
+    quantized_measure: ClassVar[str] = "cosine"
 
     # -- training and checkpoints ---------------------------------------------------------------------
     @abstractmethod
@@ -108,6 +112,12 @@ class ModelFamily(ABC):
     def probe_feed(self, featurizer: Featurizer, probe: Probe) -> dict[str, torch.Tensor]:
         """The graph's feed for a probe (the featurizer's batch at its own widths by default)."""
         return featurizer.batch(probe.questions)
+
+    @torch.no_grad()
+    def torch_output(self, model: Any, featurizer: Featurizer, probe: Probe) -> np.ndarray:
+        """What the graph must reproduce on a probe: torch's output as the scorer computes it (the
+        question vectors, each batch at its own natural widths, by default)."""
+        return model.encode(**featurizer.batch(probe.questions))["neural"].numpy()
 
     def export_files(self, model: Any, out: Path) -> None:  # noqa: B027 - most families have none
         """Extra files of the exported directory (covered by its manifest)."""

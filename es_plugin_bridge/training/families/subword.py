@@ -49,12 +49,15 @@ class SubwordFeaturizer(Featurizer):
         self.tokenizer = tokenizer
         self._subwords: dict[str, list[int]] = {}
 
+    #: Whether each question's ids are framed by [CLS] … [SEP] (a pair's sides are not: ``families.pair``).
+    special_tokens = True
+
     def subword_ids(self, questions: Sequence[Question]) -> list[list[int]]:
         """Sub-word ids of each question (cached by id; new ones tokenised in one batch)."""
         todo = list({q.id: q for q in questions if q.id not in self._subwords}.values())
         if todo:
             texts = [question_text(self.preprocessor, q) for q in todo]
-            for q, row in zip(todo, self.tokenizer.ids(texts), strict=True):
+            for q, row in zip(todo, self.tokenizer.ids(texts, self.special_tokens), strict=True):
                 self._subwords[q.id] = row
         return [self._subwords[q.id] for q in questions]
 
