@@ -6,6 +6,7 @@ Each view parses and validates its body (and query) here, before the model sees 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TypeVar
 
 from flask import Blueprint, Response, jsonify, request
@@ -76,15 +77,20 @@ def _query_params(model: type[Body]) -> Body:
         raise Reject(400, f"{field}: {message}", field) from None
 
 
+def _count_documents(route: str, documents: Sequence[object]) -> None:
+    """A rerank's documents in /metrics: how many, and why each unscored one was not scored."""
+    metrics = web.metrics()
+    metrics.documents.labels(route).inc(len(documents))
+    for reason in filter(None, map(unscored_reason, documents)):
+        metrics.unscored.labels(reason).inc()
+
+
 @bp.post("/v1/rerank")
 def rerank() -> Response:
     params = _query_params(RerankParams)
     req = _parse(RerankRequest)
     out = web.service().rerank_json(req, params)
-    metrics = web.metrics()
-    metrics.documents.labels("/v1/rerank").inc(len(req.documents))
-    for reason in filter(None, map(unscored_reason, req.documents)):
-        metrics.unscored.labels(reason).inc()
+    _count_documents("/v1/rerank", req.documents)
     return jsonify(out)
 
 
@@ -95,10 +101,7 @@ def rerank_v2() -> Response:
         raise Reject(400, f"{name}: /v2/rerank takes no query parameters (see /v1/rerank)", name)
     req = _parse(RerankV2Request)
     out = web.service().rerank_v2_json(req)
-    metrics = web.metrics()
-    metrics.documents.labels("/v2/rerank").inc(len(req.documents))
-    for reason in filter(None, map(unscored_reason, req.documents)):
-        metrics.unscored.labels(reason).inc()
+    _count_documents("/v2/rerank", req.documents)
     return jsonify(out)
 
 
