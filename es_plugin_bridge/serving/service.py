@@ -83,7 +83,9 @@ class Service:
         self.name = name or f"{model.model_type}:{model.path.name}"
         self.max_documents = max_documents
         self.cache = EncodingCache(cache_size)
-        self.encoder = EncoderPool(model, encoder_workers) if encoder_workers is not None else None
+        # A pairwise model has no per-text vectors for the workers to compute: its pairs run when scored.
+        pooled = encoder_workers is not None and not model.pairwise
+        self.encoder = EncoderPool(model, encoder_workers) if pooled else None
         try:  # the model's identity in cache keys: its manifest pins every file
             self._model_key = bytes.fromhex(manifest_digest(model.path))
         except UserError:  # a directory that went away after loading: this process's own identity
@@ -201,11 +203,11 @@ class Service:
         fresh: dict[bytes, Encoding] = {}
         if todo:
             misses = [ids[i] for i in todo]
-            if self.encoder is not None and not self.model.pairwise:  # the shared encoder workers
+            if self.encoder is not None:  # the shared encoder workers
                 states = list(self.encoder.vectors(misses))
             else:
                 states = self.model.states_from_ids(misses)
-            bags = self.model.bags_from_ids([ids[i] for i in todo])
+            bags = self.model.bags_from_ids(misses)
             fresh = {keys[i]: (states[j], bags[j]) for j, i in enumerate(todo)}
         for i in rest:
             if found[i] is None:
