@@ -12,7 +12,6 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,34 +19,11 @@ import click
 from tqdm import tqdm
 
 from es_plugin_bridge.cli.options import seed_option, skip_bad_option
-from es_plugin_bridge.data.types import Dataset, Question
+from es_plugin_bridge.data.corpus import distinct_questions
 from es_plugin_bridge.errors import UserError
 
 if TYPE_CHECKING:
     from es_plugin_bridge.text import TextOptions
-
-
-def _questions(ds: Dataset) -> Iterator[Question]:
-    """Every distinct question of a dataset, whichever of its fields holds it."""
-    seen: set[str] = set()
-
-    def fresh(q: Question) -> bool:
-        if q.id in seen:
-            return False
-        seen.add(q.id)
-        return True
-
-    for q in ds.questions.values():
-        if fresh(q):
-            yield q
-    for p in ds.pairs:
-        for q in (p.q1, p.q2):
-            if fresh(q):
-                yield q
-    for rq in ds.queries:
-        for q in (rq.query, *rq.candidates):
-            if fresh(q):
-                yield q
 
 
 def collect_sentences(
@@ -63,7 +39,7 @@ def collect_sentences(
     for spec in specs:
         ds = read_spec(spec, skip_bad=skip_bad)
         n_q = n_c = n_tok = 0
-        for q in _questions(ds):
+        for q in distinct_questions(ds):
             n_q += 1
             for toks in (pre.title_tokens(q), pre.body_tokens(q)):
                 if toks:

@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "evaluate": ("es_plugin_bridge.cli.evaluate", "evaluate"),
     "demo": ("es_plugin_bridge.cli.demo", "demo"),
     "train": ("es_plugin_bridge.cli.train", "train"),
+    "pretrain": ("es_plugin_bridge.cli.pretrain", "pretrain"),
     "split": ("es_plugin_bridge.cli.split", "split"),
     "export-onnx": ("es_plugin_bridge.cli.export", "export_onnx_command"),
     "embeddings": ("es_plugin_bridge.cli.embeddings", "embeddings_command"),

@@ -57,6 +57,19 @@ def default_init() -> Path:
     return path
 
 
+def is_mean_pooling(modes: Mapping[str, Any]) -> bool:
+    """Whether a ``1_Pooling/config.json`` asks for mean pooling alone, in either way sentence-transformers
+    writes it: ``"pooling_mode": "mean"`` (or ``["mean"]``; version 5 and later) or one flag per mode."""
+    if "pooling_mode" in modes:
+        mode = modes["pooling_mode"]
+        return mode == "mean" or (isinstance(mode, list) and mode == ["mean"])
+    return bool(modes.get("pooling_mode_mean_tokens")) and not any(
+        modes.get(k) for k in ("pooling_mode_cls_token", "pooling_mode_max_tokens",
+                               "pooling_mode_mean_sqrt_len_tokens", "pooling_mode_weightedmean_tokens",
+                               "pooling_mode_lasttoken")
+    )
+
+
 def check_init(directory: Path) -> Path:
     """A local sentence-transformers directory this type can start from; UserError naming what is wrong."""
     directory = Path(directory)
@@ -67,13 +80,8 @@ def check_init(directory: Path) -> Path:
             extra = " (only safetensors weights are read: no pickles)" if name == "model.safetensors" else ""
             raise UserError(f"--init {directory}: {name} is missing{extra}")
     pooling = directory / "1_Pooling" / "config.json"
-    if pooling.is_file():
-        modes = json.loads(pooling.read_text(encoding="utf-8"))
-        if not modes.get("pooling_mode_mean_tokens") or any(
-            modes.get(k) for k in ("pooling_mode_cls_token", "pooling_mode_max_tokens",
-                                   "pooling_mode_mean_sqrt_len_tokens")
-        ):
-            raise UserError(f"--init {directory}: only mean pooling is supported ({pooling})")
+    if pooling.is_file() and not is_mean_pooling(json.loads(pooling.read_text(encoding="utf-8"))):
+        raise UserError(f"--init {directory}: only mean pooling is supported ({pooling})")
     modules = directory / "modules.json"
     if modules.is_file():
         kinds = [m.get("type", "") for m in json.loads(modules.read_text(encoding="utf-8"))]
