@@ -24,20 +24,36 @@ import json
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 TYPES = ("bow-cnn", "cnn", "rcnn", "lstm", "gru", "siamese-lstm", "siamese-cnn")
+# Every type on the same splits, protocols and budget: the papers' seven (word2vec inputs) and the two
+# pretrained sub-word types (no word2vec; the cross-encoder cannot search a whole collection alone).
+SUBWORD_TYPES = ("transformer", "cross-encoder")
+ALL_TYPES = TYPES + SUBWORD_TYPES
 HERE = Path(__file__).resolve().parent
 ESRERANK = str(Path(sys.executable).with_name("esrerank"))
 
 
-def run(argv: list[str], log: Path | None = None) -> None:
+def run(argv: list[str], log: Path | None = None) -> float:
+    """Run one command, printed first; its wall seconds."""
     print("$ esrerank " + shlex.join(argv[1:]), flush=True)
+    started = time.monotonic()
     if log is None:
         subprocess.run(argv, check=True)
-        return
-    with log.open("w") as fh:
-        subprocess.run(argv, check=True, stdout=fh, stderr=subprocess.STDOUT)
+    else:
+        with log.open("w") as fh:
+            subprocess.run(argv, check=True, stdout=fh, stderr=subprocess.STDOUT)
+    return time.monotonic() - started
+
+
+def record_seconds(run_dir: Path, step: str, seconds: float) -> None:
+    """Keep each step's wall seconds in ``run_dir/seconds.json`` (the table's time columns)."""
+    path = run_dir / "seconds.json"
+    times = json.loads(path.read_text()) if path.is_file() else {}
+    times[step] = round(seconds, 1)
+    path.write_text(json.dumps(times, indent=2, sort_keys=True) + "\n")
 
 
 def askubuntu_split(data: Path, out: Path, dev: int = 1000, test: int = 2000) -> Path:
@@ -52,10 +68,12 @@ def askubuntu_split(data: Path, out: Path, dev: int = 1000, test: int = 2000) ->
     return au
 
 
-def prepare(data: Path, out: Path, threads: int) -> dict[str, Path]:
+def prepare(data: Path, out: Path, threads: int, datasets: str) -> dict[str, Path]:
+    """The split and each dataset's word2vec, unless already there (two runs, one per dataset, can
+    share ``out``)."""
     au = askubuntu_split(data, out)
     w2v_au = out / "w2v-askubuntu.txt"
-    if not w2v_au.is_file():
+    if "askubuntu" in datasets and not w2v_au.is_file():
         run(
             [
                 ESRERANK,
@@ -74,7 +92,7 @@ def prepare(data: Path, out: Path, threads: int) -> dict[str, Path]:
         )
     se = data / "semeval2016-task3"
     w2v_se = out / "w2v-semeval.txt"
-    if not w2v_se.is_file():
+    if "semeval" in datasets and not w2v_se.is_file():
         run(
             [
                 ESRERANK,
@@ -153,30 +171,19 @@ def train_once(
     model = run_dir / "model"
     run_dir.mkdir(parents=True, exist_ok=True)
     if not (model / "config.json").is_file():
-        run(
-            [
-                ESRERANK,
-                "train",
-                "--model-type",
-                model_type,
-                "--train",
-                train,
-                "--dev",
-                dev,
-                "--out",
-                str(model),
-                "--embeddings",
-                str(embeddings),
-                *extra,
-            ],
+        words = ["--embeddings", str(embeddings)] if model_type in TYPES else []
+        seconds = run(
+            [ESRERANK, "train", "--model-type", model_type, "--train", train, "--dev", dev,
+             "--out", str(model), *words, *extra],
             run_dir / "train.log",
         )
+        record_seconds(run_dir, "train", seconds)
     return model
 
 
 def evaluate(model: Path, run_dir: Path, task: str, *data: str) -> None:
     """``esrerank evaluate --task TASK`` of ``model``, into ``run_dir/TASK.json`` (log: ``TASK.log``)."""
-    run(
+    seconds = run(
         [
             ESRERANK,
             "evaluate",
@@ -191,6 +198,7 @@ def evaluate(model: Path, run_dir: Path, task: str, *data: str) -> None:
         ],
         run_dir / f"{task}.log",
     )
+    record_seconds(run_dir, task, seconds)
 
 
 def classify_titles(model: Path, run_dir: Path, au: Path, rankers: str) -> None:
@@ -218,7 +226,8 @@ def askubuntu(model_type: str, paths: dict[str, Path], out: Path, args: argparse
         "--corpus",  # every distinct title, also those of pairs the split dropped
         f"pairs:{paths['titles']}",
         "--rankers",
-        "bm25,lmdirichlet,model,fused",
+        # a cross-encoder only rescores a window: no "model" search of the whole collection
+        "bm25,lmdirichlet,fused" if model_type == "cross-encoder" else "bm25,lmdirichlet,model,fused",
     )
     classify_titles(model, run_dir, au, "bm25,model")
 
@@ -246,17 +255,27 @@ def semeval(model_type: str, paths: dict[str, Path], out: Path, args: argparse.N
     )
 
 
+def _seconds(run_dir: Path) -> dict:
+    """Wall seconds of each step of a run (``seconds.json``), and training's own count (``config.json``)."""
+    path = run_dir / "seconds.json"
+    times = json.loads(path.read_text()) if path.is_file() else {}
+    config = run_dir / "model" / "config.json"
+    if config.is_file():
+        times["train_reported"] = round(json.loads(config.read_text())["train"]["seconds"], 1)
+    return times
+
+
 def table(out: Path) -> tuple[dict, str]:
-    """Merge every run's JSON; one Markdown row per (model type, task)."""
+    """Merge every run's JSON; one Markdown row per model type, with the time each took."""
     merged: dict[str, dict] = {}
     rows = [
         "| model | SemEval dev MAP (model / fused) | MRR (fused) | P@1 (fused) "
         "| AskUbuntu Acc@1 (model / fused) | Acc@5 (fused) | Acc@10 (fused) | MRR@10 (fused) "
-        "| pair accuracy (model) |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| pair accuracy (model) | train s (SemEval / AskUbuntu) | evaluate s (SemEval / AskUbuntu) |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     base: dict[str, str] = {}
-    for model_type in TYPES:
+    for model_type in ALL_TYPES:
         got = {}
         for name in ("semeval-%s/rerank", "askubuntu-%s/retrieval", "askubuntu-%s/classify"):
             path = out / f"{name % model_type}.json"
@@ -264,6 +283,8 @@ def table(out: Path) -> tuple[dict, str]:
                 got[name.split("/")[1]] = json.loads(path.read_text())
         if not got:
             continue
+        times = {ds: _seconds(out / f"{ds}-{model_type}") for ds in ("semeval", "askubuntu")}
+        got["seconds"] = times
         merged[model_type] = got
         rr = got.get("rerank", {}).get("rankers", {})
         rt = got.get("retrieval", {}).get("rankers", {})
@@ -272,18 +293,23 @@ def table(out: Path) -> tuple[dict, str]:
         def f(block: dict, ranker: str, metric: str) -> str:
             return f"{block[ranker][metric]:.2f}" if ranker in block else "–"
 
+        def s(ds: str, *steps: str, times: dict = times) -> str:
+            got_steps = [times[ds][k] for k in steps if k in times[ds]]
+            return f"{sum(got_steps):.0f}" if got_steps else "–"
+
         rows.append(
             f"| {model_type} | {f(rr, 'model', 'map')} / {f(rr, 'fused', 'map')} | {f(rr, 'fused', 'mrr')} "
             f"| {f(rr, 'fused', 'p@1')} | {f(rt, 'model', 'acc@1')} / {f(rt, 'fused', 'acc@1')} "
             f"| {f(rt, 'fused', 'acc@5')} | {f(rt, 'fused', 'acc@10')} | {f(rt, 'fused', 'mrr@10')} "
-            f"| {f(cl, 'model', 'accuracy')} |"
+            f"| {f(cl, 'model', 'accuracy')} | {s('semeval', 'train')} / {s('askubuntu', 'train')} "
+            f"| {s('semeval', 'rerank')} / {s('askubuntu', 'retrieval', 'classify')} |"
         )
         for ranker in ("given", "bm25", "lmdirichlet"):
             if ranker in rr and ranker not in base:
                 base[ranker] = (
                     f"| {ranker} | {f(rr, ranker, 'map')} | {f(rr, ranker, 'mrr')} | {f(rr, ranker, 'p@1')} "
                     f"| {f(rt, ranker, 'acc@1')} | {f(rt, ranker, 'acc@5')} | {f(rt, ranker, 'acc@10')} "
-                    f"| {f(rt, ranker, 'mrr@10')} | {f(cl, ranker, 'accuracy')} |"
+                    f"| {f(rt, ranker, 'mrr@10')} | {f(cl, ranker, 'accuracy')} | – | – |"
                 )
     return merged, "\n".join(rows[:2] + list(base.values()) + rows[2:])
 
@@ -292,7 +318,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=HERE.parent.parent / "shared" / "data")
     parser.add_argument("--out", type=Path, default=HERE.parent / "runs" / "paper")
-    parser.add_argument("--types", default=",".join(TYPES))
+    parser.add_argument("--types", default=",".join(ALL_TYPES))
     parser.add_argument("--datasets", default="askubuntu,semeval")
     parser.add_argument("--budget", type=int, default=300, help="training seconds per run")
     parser.add_argument("--budgets", default="", help="per-type budgets, e.g. bow-cnn=900,cnn=600")
@@ -305,9 +331,9 @@ def main() -> None:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     if not args.table_only:
-        paths = prepare(args.data, args.out, args.threads)
+        paths = prepare(args.data, args.out, args.threads, args.datasets)
         for model_type in args.types.split(","):
-            if model_type not in TYPES:
+            if model_type not in ALL_TYPES:
                 parser.error(f"unknown model type {model_type!r}")
             if "askubuntu" in args.datasets:
                 askubuntu(model_type, paths, args.out, args)

@@ -119,7 +119,7 @@ def delete_words(text: str, ratio: float, rng: np.random.Generator) -> str:
     return " ".join(w for w, k in zip(words, keep, strict=True) if k)
 
 
-def _load(init: Path, device: str, max_length: int) -> tuple[Any, Any]:
+def _load(init: Path, device: str, max_length: int, show_progress: bool) -> tuple[Any, Any]:
     """The sentence encoder and its TSDAE loss (the decoder tied to it), both on ``device``."""
     import transformers
     from sentence_transformers import SentenceTransformer
@@ -127,6 +127,8 @@ def _load(init: Path, device: str, max_length: int) -> tuple[Any, Any]:
 
     verbosity = transformers.logging.get_verbosity()
     transformers.logging.set_verbosity_error()  # the decoder's new cross-attention is expected, not news
+    if not show_progress:
+        transformers.utils.logging.disable_progress_bar()
     try:
         model = SentenceTransformer(str(init), device=device, local_files_only=True)
         model.max_seq_length = max_length
@@ -162,7 +164,7 @@ def pretrain_tsdae(
     bf16 = use_bf16(device, device == "cuda" and torch.cuda.is_bf16_supported(), options.mixed_precision)
     torch.manual_seed(options.seed)
     rng = np.random.default_rng(options.seed)
-    model, loss_fn = _load(init_dir, device, options.max_length)
+    model, loss_fn = _load(init_dir, device, options.max_length, options.show_progress)
     optimizer = torch.optim.AdamW(loss_fn.parameters(), lr=options.lr)
     loss_fn.train()
 
@@ -224,7 +226,7 @@ def pretrain_tsdae(
         "history": history,
     }
     _save(model, out, summary)
-    log.info("TSDAE: %d steps (%d texts, %.2f passes over the corpus) in %.0f s; %s",
+    log.debug("TSDAE: %d steps (%d texts, %.2f passes over the corpus) in %.0f s; %s",
              steps, seen, seen / len(corpus.texts), seconds, out)
     return summary
 
@@ -237,14 +239,19 @@ def _save(model: Any, out: Path, summary: dict[str, Any]) -> None:
     """Write the encoder, the summary and the loss plot beside ``out``, then rename into place."""
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    st_log = logging.getLogger("sentence_transformers")
+    level = st_log.level
+    st_log.setLevel(logging.WARNING)  # its "Saving model to <temporary name>" would name the wrong place
     try:
-        model.save(str(tmp))
+        model.save(str(tmp))  # its "Writing model shards" bar: a second at most
         (tmp / SUMMARY).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
         _plot(summary["history"], tmp / PLOT)
         os.replace(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    finally:
+        st_log.setLevel(level)
 
 
 def _plot(history: list[dict[str, float]], path: Path) -> None:
