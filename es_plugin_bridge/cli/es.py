@@ -58,8 +58,9 @@ def es_group() -> None:
     "--from-index",
     default=None,
     metavar="THEIRS",
-    help="Take the questions from your own index THEIRS (Elasticsearch embeds them; needs enterprise "
-    "or trial, 8.19/9.1+): copied into --index by _reindex, or extended with --in-place.",
+    help="Take the questions from your own index THEIRS (Elasticsearch embeds them: needs enterprise "
+    "or trial, 8.19/9.1+; a model without vectors needs neither): copied into --index by _reindex, or "
+    "extended with --in-place.",
 )
 @click.option("--title-field", default="title", show_default=True, help="With --from-index: the title field.")
 @click.option("--body-field", default="body", show_default=True, help="With --from-index: the body field.")
@@ -101,7 +102,7 @@ def setup_command(
         raise UserError("--recreate deletes an index; it does not go with --in-place (your index)")
     connection = pop_connection(conn)
     model = ModelDirectory.load(model_dir)  # verifies the manifest before anything is created
-    ready = check_sidecar(SidecarEmbedder(sidecar_url, token=token, timeout=max(timeout, 10.0)))
+    ready = check_sidecar(SidecarEmbedder(sidecar_url, token=token, timeout=max(timeout, 10.0)), model)
     meta = meta_for_model(model, ready, TextOptions())
     client = connection.client()
     source = None if from_index is None else FromIndex(from_index, title_field, body_field, id_field,
@@ -114,7 +115,15 @@ def setup_command(
     if from_index is None:
         click.echo(f"next: esrerank es index SPEC --index {done.index}")
     else:
-        click.echo(f"next: esrerank es search QUERY --index {done.index} --mode hybrid")
+        click.echo(f"next: esrerank es search QUERY --index {done.index} --mode {_best_mode(done.meta)}")
+
+
+def _best_mode(meta: Any) -> str:
+    """The mode to suggest first: hybrid where the index holds vectors, else native where it has an
+    endpoint (a pairwise model, or --no-vectors), else bridge (runs anywhere)."""
+    if meta.dimension is not None:
+        return "hybrid"
+    return "native" if meta.inference else "bridge"
 
 
 @es_group.command("index")
@@ -133,7 +142,7 @@ def setup_command(
 @click.option("--skip-bad", is_flag=True, help="Skip malformed records of the data (counted).")
 @click.option("--no-progress", is_flag=True)
 @click.option("--dry-run", is_flag=True, help="Write the _bulk NDJSON to --out instead of sending it: no "
-              "cluster or sidecar needed (the index's ingest pipeline embeds when it is sent).")
+              "cluster or sidecar needed (an index with vectors embeds it in its ingest pipeline).")
 @click.option("--out", "out_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="With --dry-run: the file to write.")
 @connection_options
@@ -155,7 +164,8 @@ def index_command(
     """Index the questions of SPEC (FORMAT:PATH, repeatable) with their vectors and BOW terms.
 
     Where ``es setup`` made an ingest pipeline, Elasticsearch embeds them; otherwise this client asks
-    the sidecar. ``--dry-run --out FILE`` writes the bulk body instead."""
+    the sidecar. An index without vectors (a cross-encoder's, or --no-vectors) gets the text only.
+    ``--dry-run --out FILE`` writes the bulk body instead."""
     from es_plugin_bridge.data.spec import read_spec
     from es_plugin_bridge.elastic.bulk import index_questions
     from es_plugin_bridge.elastic.connection import call
@@ -180,15 +190,18 @@ def index_command(
 
         assert out_file is not None
         count = write_bulk_file(out_file, index_name, questions.values(), Preprocessor(TextOptions()).tokens)
-        click.echo(f"wrote {count} questions for index {index_name} to {out_file} (_bulk NDJSON; the index's "
-                   "ingest pipeline adds vectors when it is sent)")
+        click.echo(f"wrote {count} questions for index {index_name} to {out_file} (_bulk NDJSON of the text; "
+                   "where the index holds vectors, its ingest pipeline adds them when it is sent)")
         return
     client = pop_connection(conn).client()
     meta = read_meta(client, index_name)
     embed = None
-    if meta.embedding.get("pipeline"):
+    if meta.no_vectors_reason is not None:  # a pairwise model or --no-vectors: no /v1/embed call at all
+        click.echo(f"index {index_name} holds no vectors ({meta.no_vectors_reason}): indexing the text only",
+                   err=True)
+    elif meta.embedding.get("pipeline"):
         click.echo(f"Elasticsearch embeds through pipeline {meta.embedding['pipeline']}", err=True)
-    elif meta.dimension is not None:
+    else:
         embedder = SidecarEmbedder(sidecar_url, token=token, timeout=max(timeout, 60.0))
         embedder.ready()
         embed = embedder.embed

@@ -93,7 +93,7 @@ def _setup(options: dict[str, Any], conn: Any, first_stage: str | None) -> Any:
     def setup(stack: ExitStack, params: Any, model_dir: Path | None, progress: bool) -> Any:
         from es_plugin_bridge.elastic.connection import call, cluster_info
         from es_plugin_bridge.elastic.engine import open_engine
-        from es_plugin_bridge.elastic.mode_factory import make_mode
+        from es_plugin_bridge.elastic.mode_factory import make_mode, refuse_without_vectors
         from es_plugin_bridge.elastic.ranker import ModeRanker
         from es_plugin_bridge.elastic.results_index import index_results, results_documents, results_run_id
         from es_plugin_bridge.elastic.setup import check_sidecar, meta_for_model, register_endpoints
@@ -106,7 +106,8 @@ def _setup(options: dict[str, Any], conn: Any, first_stage: str | None) -> Any:
             raise UserError("es evaluate needs --model DIR: the export-onnx directory the sidecar serves")
         model = ModelDirectory.load(model_dir)
         embedder = SidecarEmbedder(sidecar_url, token=token, timeout=max(timeout, 60.0))
-        meta = meta_for_model(model, check_sidecar(embedder), TextOptions())
+        meta = meta_for_model(model, check_sidecar(embedder, model), TextOptions())
+        refuse_without_vectors(mode, meta)  # before any index or endpoint is made
         meta.beta(stage_name)
         client = conn.client()
         cluster = cluster_info(client)

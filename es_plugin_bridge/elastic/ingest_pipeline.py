@@ -30,6 +30,9 @@ The pipeline (``Pipeline``, ``ScriptProcessor``, ``InferenceProcessor`` of the s
    search with the inference API" does (its sparse output is a token → weight map, which ``bow``
    takes as ``rank_features``; verified only where the cluster tests run);
 3. a script drops a zero vector under ``cosine`` (Elasticsearch refuses to index one) and an empty bag.
+
+An index without vectors (``--no-vectors``, or a pairwise model: the cross-encoder) built from a user's
+index gets only step 1 and the ``text`` scripts (:func:`text_pipeline_body`).
 """
 
 from __future__ import annotations
@@ -91,6 +94,26 @@ def embedding_endpoint(sidecar_url: str, token: str | None, task_type: str) -> d
     }
 
 
+def _text_processors(title_field: str, body_field: str, user_text: bool) -> list[dict[str, Any]]:
+    """The scripts that fill ``text`` (``user_text``: from the user's fields) and ``rerank_text``."""
+    first: list[dict[str, Any]] = []
+    if user_text:
+        first = [
+            {"script": {"tag": "esrerank-text", "lang": "painless", "source": USER_TEXT_SCRIPT,
+                        "params": {"title": title_field, "body": body_field, "out": TEXT_FIELD}}},
+            {"html_strip": {"tag": "esrerank-text-html", "field": TEXT_FIELD}},
+        ]
+    return first + [
+        {"script": {
+            "tag": "esrerank-rerank-text",
+            "lang": "painless",
+            "source": RERANK_TEXT_SCRIPT,
+            "params": {"title": title_field, "body": body_field, "out": RERANK_FIELD,
+                       "open": "${", "safe": "&#36;{"},
+        }},
+    ]
+
+
 def pipeline_body(
     *,
     embed_id: str,
@@ -103,23 +126,9 @@ def pipeline_body(
 ) -> dict[str, Any]:
     """``PUT _ingest/pipeline/<id>`` body (see the module docstring); ``user_text`` also fills ``text``
     from the title and body fields, for an index whose first stage is the user's own analyzer."""
-    first: list[dict[str, Any]] = []
-    if user_text:
-        first = [
-            {"script": {"tag": "esrerank-text", "lang": "painless", "source": USER_TEXT_SCRIPT,
-                        "params": {"title": title_field, "body": body_field, "out": TEXT_FIELD}}},
-            {"html_strip": {"tag": "esrerank-text-html", "field": TEXT_FIELD}},
-        ]
     return {
         "description": description,
-        "processors": first + [
-            {"script": {
-                "tag": "esrerank-rerank-text",
-                "lang": "painless",
-                "source": RERANK_TEXT_SCRIPT,
-                "params": {"title": title_field, "body": body_field, "out": RERANK_FIELD,
-                           "open": "${", "safe": "&#36;{"},
-            }},
+        "processors": _text_processors(title_field, body_field, user_text) + [
             {"inference": {
                 "tag": "esrerank-vector",
                 "model_id": embed_id,
@@ -137,6 +146,17 @@ def pipeline_body(
                 "params": {"cosine": neural_similarity == "cosine", "vector": VECTOR_FIELD, "bow": BOW_FIELD},
             }},
         ],
+    }
+
+
+def text_pipeline_body(*, title_field: str = "title", body_field: str = "body") -> dict[str, Any]:
+    """The pipeline of a user's index copied or extended for a model without vectors (``--no-vectors``,
+    or a pairwise model such as the cross-encoder): ``text`` from their fields and ``rerank_text``, the
+    string Elasticsearch sends to ``/v1/rerank`` in mode native. Scripts only: no inference endpoint, no
+    sidecar call at index time, any licence."""
+    return {
+        "description": "esrerank: text and rerank_text of a question (the model has no vectors to store)",
+        "processors": _text_processors(title_field, body_field, True),
     }
 
 

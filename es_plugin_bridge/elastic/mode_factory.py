@@ -16,6 +16,20 @@ from es_plugin_bridge.elastic.modes import MODES, BridgeMode, Mode, NativeMode, 
 from es_plugin_bridge.elastic.sidecar_embedder import SidecarEmbedder
 from es_plugin_bridge.errors import UserError
 
+#: The modes that read the model's stored vectors or embed the query (``/v1/embed``).
+VECTOR_MODES = ("vectors", "hybrid", "hybrid-rrf")
+
+
+def refuse_without_vectors(mode: str, meta: Any) -> None:
+    """One-line UserError when ``mode`` needs vectors and the index's model has none per text (a
+    pairwise model, the cross-encoder), naming the modes that do run; decided by ``meta.pairwise``,
+    what ``es setup`` read from the model directory, so no search or sidecar call is made first."""
+    if mode in VECTOR_MODES and getattr(meta, "pairwise", False):
+        raise UserError(
+            f"mode {mode} needs the model's vectors; {meta.model} ({meta.model_type}) reads a query and "
+            "a document together and has no vectors: use --mode native or --mode bridge"
+        )
+
 
 def make_mode(
     mode: str,
@@ -34,6 +48,7 @@ def make_mode(
     what the cluster or the index lacks for it."""
     if mode not in MODES:
         raise UserError(f"unknown mode {mode!r} (choose from {', '.join(MODES)})")
+    refuse_without_vectors(mode, meta)
     cluster.require(mode)
     if mode in ("hybrid", "hybrid-rrf"):  # knn: exact (script_score) or hnsw
         return make_hybrid_mode(mode, stage, meta, window=window, sidecar_url=sidecar_url, token=token,
@@ -58,4 +73,4 @@ def make_mode(
     return BridgeMode(stage, beta, window, SidecarClient(sidecar_url, token=token, timeout=timeout))
 
 
-__all__ = ["MODES", "make_mode"]
+__all__ = ["MODES", "VECTOR_MODES", "make_mode", "refuse_without_vectors"]

@@ -131,16 +131,24 @@ def _extend_in_place(client: Any, theirs: SourceIndex, body: dict[str, Any], met
 
 def _mode_lines(cluster: ClusterInfo, meta: IndexMeta, endpoints: dict[str, str], native_off: str | None,
                 embedding: dict[str, str], embed_off: str | None) -> list[str]:
+    """What was registered, then one line per mode: ready, or unavailable and why."""
     lines = [f"registered inference endpoint {e} (first stage {s})" for s, e in endpoints.items()]
-    if embedding:
+    no_vectors = meta.no_vectors_reason
+    if embedding.get("text_embedding"):
         lines.append(f"Elasticsearch embeds: endpoints {embedding['text_embedding']} (vector), "
                      f"{embedding['sparse_embedding']} (bow); ingest pipeline {embedding['pipeline']}")
+    elif no_vectors is not None:
+        lines.append(f"Elasticsearch embeds: nothing to embed ({no_vectors}); es index sends the text only")
+        if embedding.get("pipeline"):
+            lines.append(f"ingest pipeline {embedding['pipeline']}: text and rerank_text from your fields")
     else:
         lines.append(f"Elasticsearch embeds: no ({embed_off}); es index embeds on the client")
     lines.append(f"mode native:  {'ready' if endpoints else 'unavailable: ' + str(native_off)}")
-    if meta.dimension is None:
-        lines.append("mode vectors: unavailable (--no-vectors)")
-        lines.append("mode hybrid:  unavailable (--no-vectors)")
+    if no_vectors is not None:
+        # the reason is the model's when it has no vectors at all: --no-vectors would not help
+        hint = "; use native or bridge" if meta.pairwise else ""
+        lines.append(f"mode vectors: unavailable ({no_vectors}{hint})")
+        lines.append(f"mode hybrid:  unavailable ({no_vectors}{hint})")
     else:
         how = ("one call (rescorer retriever)" if cluster.paid
                else f"two calls ({cluster.licence} licence: the linear retriever needs enterprise or trial)")

@@ -5,6 +5,11 @@ What a later command needs to search the index in any mode is stored in the inde
 first stage, the text options that made the ``text`` field, and the inference endpoint per first
 stage. So ``es index``/``es search``/``es evaluate`` need the index and the sidecar, not the model
 directory.
+
+A *pairwise* model (``ModelDirectory.pairwise``: a cross-encoder reads a query and a document together)
+has no vector per text: its index stores none (``dimension`` None, ``pairwise`` true in ``_meta``), the
+sidecar's token is checked on ``/v1/rerank`` (it refuses ``/v1/embed``), and only the modes that call
+``/v1/rerank`` run on it (native, bridge).
 """
 
 from __future__ import annotations
@@ -88,6 +93,19 @@ class IndexMeta:
     #: Where the questions come from: {} for the product's own layout, or the user's index and fields
     #: ({"index", "title_field", "body_field", "id_field", "in_place", "analyzer"}).
     source: dict[str, Any] = field(default_factory=dict)
+    #: The model reads (query, document) pairs and has no vector per text (a cross-encoder); an index
+    #: written before this key existed reads as False, which it was.
+    pairwise: bool = False
+
+    @property
+    def no_vectors_reason(self) -> str | None:
+        """Why the index holds no vectors (for the lines and refusals that name it), or None if it does."""
+        if self.pairwise:
+            return (f"{self.model} ({self.model_type}) reads a query and a document together and has no "
+                    "vector per text")
+        if self.dimension is None:
+            return "the index holds no vectors (--no-vectors)"
+        return None
 
     @property
     def title_field(self) -> str:
@@ -110,6 +128,7 @@ class IndexMeta:
             "params": self.params,
             "embedding": self.embedding,
             "source": self.source,
+            "pairwise": self.pairwise,
         }
 
     @classmethod
@@ -127,6 +146,7 @@ class IndexMeta:
             params=dict(data.get("params") or {}),
             embedding=dict(data.get("embedding") or {}),
             source=dict(data.get("source") or {}),
+            pairwise=bool(data.get("pairwise", False)),
         )
 
     def beta(self, first_stage: str) -> dict[str, float]:
@@ -151,21 +171,31 @@ def read_meta(client: Any, index: str) -> IndexMeta:
     return IndexMeta.from_dict((mapping.get("_meta") or {}).get(META_KEY) or {}, index)
 
 
-def meta_for_model(model_dir: Any, readyz: Mapping[str, Any], text: TextOptions) -> IndexMeta:
-    """The index meta of a loaded model directory, checked against what the sidecar serves."""
-    config = model_dir.config
+def _check_serves(config: Any, readyz: Mapping[str, Any]) -> None:
+    """UserError when the sidecar's ``/readyz`` names another model type or dimension than ``config``."""
     if int(readyz.get("dimension", -1)) != config.dimension or readyz.get("model_type") != config.model_type:
         raise UserError(
             f"the sidecar serves {readyz.get('model_type')} (dimension {readyz.get('dimension')}), "
             f"not this model directory's {config.model_type} (dimension {config.dimension})"
         )
+
+
+def meta_for_model(model_dir: Any, readyz: Mapping[str, Any], text: TextOptions) -> IndexMeta:
+    """The index meta of a loaded model directory, checked against what the sidecar serves.
+
+    A pairwise directory gets no vector dimension: there is nothing per text to store, so the index is
+    made as ``--no-vectors`` makes it, and ``pairwise`` tells the later commands why."""
+    config = model_dir.config
+    _check_serves(config, readyz)
+    pairwise = bool(model_dir.pairwise)
     return IndexMeta(
         model=str(readyz.get("model", config.model_type)),
         model_type=config.model_type,
-        dimension=config.dimension,
+        dimension=None if pairwise else config.dimension,
         neural_similarity=config.similarity,
         fusion={k: dict(v) for k, v in config.beta.fusion.items()},
         text=text.model_dump(),
+        pairwise=pairwise,
     )
 
 
@@ -213,12 +243,22 @@ def register_embedding(
     (``elastic/ingest_pipeline.py``); (ids, None), or ({}, why Elasticsearch cannot embed here).
 
     The ``custom`` service needs 8.19/9.1+ and an enterprise or trial licence, as mode native does;
-    without it ``es index`` embeds on the client, as before.
+    without it ``es index`` embeds on the client, as before. An index with no vectors (``--no-vectors``
+    or a pairwise model) registers no endpoint; if its questions come from the user's index it still
+    gets a pipeline that only fills ``text`` and ``rerank_text`` (scripts: any licence), since
+    ``_reindex``/``_update_by_query`` cannot run the product's text code: ({"pipeline": id}, why no
+    embedding).
     """
-    from es_plugin_bridge.elastic.ingest_pipeline import embedding_endpoint, pipeline_body
+    from es_plugin_bridge.elastic.ingest_pipeline import embedding_endpoint, pipeline_body, text_pipeline_body
 
-    if meta.dimension is None:
-        return {}, "the index holds no vectors (--no-vectors)"
+    pipeline = inference_id(index, "ingest")
+    no_vectors = meta.no_vectors_reason
+    if no_vectors is not None:
+        if not meta.source:
+            return {}, no_vectors
+        body = text_pipeline_body(title_field=meta.title_field, body_field=meta.body_field)
+        call(f"creating ingest pipeline {pipeline}", client.ingest.put_pipeline, id=pipeline, **body)
+        return {"pipeline": pipeline}, no_vectors
     try:
         cluster.require("native")
     except UserError as exc:
@@ -227,7 +267,6 @@ def register_embedding(
            for kind, purpose in (("text_embedding", "embed"), ("sparse_embedding", "bow"))}
     for kind, endpoint in ids.items():
         _put_endpoint(client, kind, endpoint, embedding_endpoint(sidecar_url, token, kind), sidecar_url)
-    pipeline = inference_id(index, "ingest")
     body = pipeline_body(embed_id=ids["text_embedding"], bow_id=ids["sparse_embedding"],
                          neural_similarity=meta.neural_similarity,
                          title_field=meta.title_field, body_field=meta.body_field,
@@ -236,10 +275,13 @@ def register_embedding(
     return {**ids, "pipeline": pipeline}, None
 
 
-def check_sidecar(embedder: SidecarEmbedder) -> dict[str, Any]:
-    """``/readyz`` answers and the token works; the sidecar's readiness document."""
+def check_sidecar(embedder: SidecarEmbedder, model_dir: Any) -> dict[str, Any]:
+    """``/readyz`` answers, the sidecar serves ``model_dir``'s model and the token works; the readiness
+    document. The token is tried on an endpoint that model serves: ``/v1/rerank`` for a pairwise model
+    (it refuses ``/v1/embed``), ``/v1/embed`` otherwise (what ``es index`` will call)."""
     ready = embedder.ready()
-    embedder.check_token()
+    _check_serves(model_dir.config, ready)
+    embedder.check_token(pairwise=bool(model_dir.pairwise))
     return ready
 
 

@@ -1,4 +1,5 @@
-"""The sidecar's ``/v1/embed`` from the indexing side: each question's neural vector and BOW terms.
+"""The sidecar's ``/v1/embed`` from the indexing side: each question's neural vector and BOW terms
+(and ``es setup``'s token check, on ``/v1/rerank`` for a pairwise model, which has no vectors).
 
 Indexing must not lose documents silently, so an unreachable sidecar or a refused batch raises with
 the reason; the bulk indexer counts every id of that batch as failed (and says why).
@@ -52,10 +53,22 @@ class SidecarEmbedder:
         except EmbedError as exc:
             raise UserError(f"{exc} (start it with `esrerank serve MODEL_DIR`)") from None
 
-    def check_token(self) -> None:
-        """One tiny authenticated call, so a wrong token fails setup instead of every batch."""
+    def check_token(self, *, pairwise: bool = False) -> None:
+        """One tiny authenticated call, so a wrong token fails setup instead of every batch.
+
+        ``pairwise``: the model has no vector per text and the sidecar refuses ``/v1/embed``, so the
+        call is a one-document ``/v1/rerank`` (what Elasticsearch will call in mode native)."""
+        check = Question("token-check", "token check", "")
         try:
-            self.embed([Question("token-check", "token check", "")])
+            if not pairwise:
+                self.embed([check])
+                return
+            text = rerank_text(check)
+            answer = self._request("POST", "/v1/rerank", {"query": text, "documents": [text]})
+            results = answer.get("results") if isinstance(answer, dict) else None
+            if not isinstance(results, list) or len(results) != 1:
+                count = len(results) if isinstance(results, list) else 0
+                raise EmbedError(f"sidecar answered {count} results to /v1/rerank for one document")
         except EmbedError as exc:
             raise UserError(str(exc)) from None
 

@@ -6,7 +6,9 @@ exported bow-cnn of tests/conftest.py) share a Docker network, so Elasticsearch 
 ``es search`` in every mode → ``es evaluate`` in every mode, whose figures must be those of
 ``esrerank evaluate`` in process (same rankers, fused over BM25) up to ties → the sidecar stopped, the
 bridge keeps the first-stage order and says why. A basic-licence cluster runs the modes that need no
-licence (vectors in two calls, bridge) and refuses native with the licence it needs.
+licence (vectors in two calls, bridge) and refuses native with the licence it needs. The tiny
+cross-encoder (a pairwise model: no vectors) gets a text-only index, runs native and bridge, and
+``es evaluate --mode native`` gives its in-process ``fused`` figures.
 """
 
 from __future__ import annotations
@@ -370,3 +372,72 @@ def test_es_evaluate_hybrid_matches_in_process_evaluate(trial, sidecar, mode, cl
             # rank_features truncation in hybrid's BOW term
             assert remote[name][metric] == pytest.approx(value, abs=1.0), (name, metric)
     assert f"{mode} = mode {mode} over bm25" in out
+
+
+@pytest.fixture(scope="module")
+def pair_sidecar(network, pair_model):
+    """The sidecar image serving the tiny exported cross-encoder (``tests/tiny_models.py``), which
+    Elasticsearch reaches as ``http://pair-reranker:8080``."""
+    from testcontainers.core.container import DockerContainer
+    from testcontainers.core.image import DockerImage
+    from testcontainers.core.wait_strategies import HttpWaitStrategy
+
+    model = pair_model[1]
+    with DockerImage(
+        path=str(ROOT), dockerfile_path="docker/sidecar.Dockerfile", tag="esrerank-sidecar:test-pair"
+    ) as image:
+        container = (
+            DockerContainer(str(image), _wait_strategy=HttpWaitStrategy(8080, "/readyz"))
+            .with_volume_mapping(str(model), "/model", "ro")
+            .with_exposed_ports(8080)
+            .with_network(network)
+            .with_network_aliases("pair-reranker")
+        )
+        container.start()
+        url = f"http://{container.get_container_host_ip()}:{container.get_exposed_port(8080)}"
+        yield container, url, model
+        container.stop()
+
+
+def test_cross_encoder_runs_native_and_bridge_and_refuses_the_vector_modes(trial, pair_sidecar, cli,
+                                                                           tmp_path):
+    """A pairwise model end to end: ``es setup`` makes a text-only index and the native endpoints (the
+    token checked on ``/v1/rerank``), ``es index`` sends no ``/v1/embed``, Elasticsearch's
+    ``text_similarity_reranker`` calls the cross-encoder in mode native, the bridge reranks, the modes
+    that need vectors are refused in one line, and ``es evaluate --mode native`` gives the in-process
+    ``fused`` figures."""
+    _, sidecar_url, model = pair_sidecar
+    common = _common(trial, sidecar_url)
+    code, out, err = cli(["es", "setup", str(model), "--index", "pairs", "--sidecar-from-es",
+                          "http://pair-reranker:8080", *common])
+    assert code == 0, err
+    assert "registered inference endpoint esrerank-pairs-bm25" in out and "mode native:  ready" in out
+    assert "mode vectors: unavailable" in out and "no vector per text" in out
+    code, out, err = cli(["es", "index", f"semeval:{SEMEVAL_DEV}", "--index", "pairs", "--no-progress",
+                          *common])
+    assert code == 0, err
+    assert "indexed 550" in out and "failed 0" in out and "indexing the text only" in err
+    for mode in ("native", "bridge"):
+        code, out, err = cli(["es", "search", "where can I buy baby clothes in Doha", "--mode", mode,
+                              "--json", "--timeout", "30", "--index", "pairs", *common])
+        assert code == 0, err
+        result = json.loads(out)
+        assert result["reranked"] is True and len(result["hits"]) == 10, (mode, result)
+    for mode in ("vectors", "hybrid", "hybrid-rrf"):
+        code, out, err = cli(["es", "search", "baby clothes", "--mode", mode, "--index", "pairs", *common])
+        assert code != 0 and "has no vectors: use --mode native or --mode bridge" in err, (mode, err)
+    rankers = "bm25,fused"
+    data = f"semeval:{SEMEVAL_DEV}"
+    code, _, err = cli(["evaluate", "--task", "rerank", "--data", data, "--rankers", rankers,
+                        "--model", str(model), "--first-stage", "bm25", "--no-progress",
+                        "--json", str(tmp_path / "local.json")])
+    assert code == 0, err
+    code, _, err = cli(["es", "evaluate", "--task", "rerank", "--data", data, "--rankers", rankers,
+                        "--model", str(model), "--mode", "native", "--no-progress", "--sidecar-from-es",
+                        "http://pair-reranker:8080", "--json", str(tmp_path / "es.json"), *common])
+    assert code == 0, err
+    local = json.loads((tmp_path / "local.json").read_text())["rankers"]
+    remote = json.loads((tmp_path / "es.json").read_text())["rankers"]
+    for name in rankers.split(","):
+        for metric, value in local[name].items():
+            assert remote[name][metric] == pytest.approx(value, abs=1.0), (name, metric)
