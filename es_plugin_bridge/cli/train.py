@@ -79,6 +79,9 @@ def _hyper(items: tuple[str, ...]) -> dict[str, object]:
 @click.option(
     "--examples-per-epoch", type=click.IntRange(min=1), help="cap per epoch (dev is checked each epoch)"
 )
+@click.option("--max-dev-queries", type=click.IntRange(min=1), default=1000, show_default=True,
+              help="dev queries evaluated each epoch (a cross-encoder runs each of their candidates through "
+                   "the network: on a CPU keep them to a few dozen)")
 @click.option(
     "--loss", type=click.Choice(LOSS_NAMES), help="override the type's loss (in-batch: the transformer's)"
 )
@@ -133,6 +136,7 @@ def train(
     time_budget: float | None,
     seed: int,
     patience: int | None,
+    max_dev_queries: int,
     examples_per_epoch: int | None,
     loss: str | None,
     optimizer: str | None,
@@ -171,6 +175,7 @@ def train(
         time_budget=time_budget,
         seed=seed,
         patience=patience,
+        max_dev_queries=max_dev_queries,
         examples_per_epoch=examples_per_epoch,
         loss=loss,
         optimizer=optimizer,

@@ -327,6 +327,16 @@ class Trainer:
         self.model.train()
         return mean_ap(scores, [rq.labels for rq in chosen])
 
+    def _warn_if_evaluation_eats_the_budget(self) -> None:
+        """Say so when the dev evaluations the budget must keep room for leave it little for training."""
+        budget = self.recipe.time_budget
+        if budget is None or self._eval_seconds is None or self._reserve() < 0.5 * budget:
+            return
+        log.warning("one dev evaluation of %d queries takes about %.0f s, so the %.0f s budget leaves about "
+                    "%.0f s for training: pass --max-dev-queries N (fewer dev queries) or a larger "
+                    "--time-budget", len(self.dev), self._eval_seconds, budget,
+                    max(0.0, budget - self._reserve() - (time.monotonic() - self.started)))
+
     def _estimate_dev_seconds(self) -> float:
         """What one dev evaluation will cost, from timing it on an eighth of the dev queries (at least 4).
 
@@ -393,6 +403,7 @@ class Trainer:
             best_state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
         elif self.recipe.time_budget is not None and self.dev:
             self._eval_seconds = self._estimate_dev_seconds()
+        self._warn_if_evaluation_eats_the_budget()
         for epoch in range(1, self.recipe.epochs + 1):
             examples = self._epoch_examples()
             size = self.recipe.batch_size

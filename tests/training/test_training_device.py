@@ -74,3 +74,21 @@ def test_train_records_the_device_it_ran_on(pairs, tmp_path, cli):
     assert " s on cpu); checkpoint written to " in stdout
     config = json.loads((out / "config.json").read_text(encoding="utf-8"))
     assert config["train"]["device"] == "cpu"
+
+
+def test_max_dev_queries_caps_the_dev_evaluation_and_a_budget_it_would_eat_is_warned_of(pairs, tmp_path, cli,
+                                                                                        caplog):
+    """``--max-dev-queries N`` evaluates N dev queries each epoch (a cross-encoder's evaluation costs a
+    network pass per candidate); when the evaluations the budget must keep room for would take half of
+    it, train says so and names the two options that help."""
+    out = tmp_path / "ckpt"
+    data = ["--train", f"pairs:{pairs['train']}", "--dev", f"pairs:{pairs['dev']}"]
+    code, _, err = cli(["train", *SMALL, *data, "--out", str(out), "--max-dev-queries", "7"])
+    assert code == 0, err
+    train = json.loads((out / "config.json").read_text(encoding="utf-8"))["train"]
+    assert train["config"]["max_dev_queries"] == 7 and train["dev_queries"] == 7
+    caplog.set_level("WARNING")
+    code, _, err = cli(["train", *SMALL, *data, "--out", str(tmp_path / "tight"), "--time-budget", "1"])
+    assert code == 0, err
+    warned = [r.getMessage() for r in caplog.records if "dev evaluation" in r.getMessage()]
+    assert len(warned) == 1 and "--max-dev-queries N" in warned[0] and "budget leaves about" in warned[0]
