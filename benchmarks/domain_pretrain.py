@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _machine import machine  # noqa: E402
 from paper_models import (  # noqa: E402
+    DEV_QUERIES,
     ESRERANK,
     HERE,
     _seconds,
