@@ -48,27 +48,30 @@ def network():
         yield net
 
 
-@pytest.fixture(scope="module")
-def sidecar(network, exported):
+def _sidecar_container(network, model: Path, tag: str, alias: str):
+    """The sidecar image (``docker/sidecar.Dockerfile``) serving ``model``, which Elasticsearch reaches
+    as ``http://ALIAS:8080``: yields (container, URL from here, model)."""
     from testcontainers.core.container import DockerContainer
     from testcontainers.core.image import DockerImage
     from testcontainers.core.wait_strategies import HttpWaitStrategy
 
-    model = exported["bow-cnn"]
-    with DockerImage(
-        path=str(ROOT), dockerfile_path="docker/sidecar.Dockerfile", tag="esrerank-sidecar:test"
-    ) as image:
+    with DockerImage(path=str(ROOT), dockerfile_path="docker/sidecar.Dockerfile", tag=tag) as image:
         container = (
             DockerContainer(str(image), _wait_strategy=HttpWaitStrategy(8080, "/readyz"))
             .with_volume_mapping(str(model), "/model", "ro")
             .with_exposed_ports(8080)
             .with_network(network)
-            .with_network_aliases("reranker")
+            .with_network_aliases(alias)
         )
         container.start()
         url = f"http://{container.get_container_host_ip()}:{container.get_exposed_port(8080)}"
         yield container, url, model
         container.stop()
+
+
+@pytest.fixture(scope="module")
+def sidecar(network, exported):
+    yield from _sidecar_container(network, exported["bow-cnn"], "esrerank-sidecar:test", "reranker")
 
 
 @pytest.fixture(scope="module")
@@ -378,25 +381,7 @@ def test_es_evaluate_hybrid_matches_in_process_evaluate(trial, sidecar, mode, cl
 def pair_sidecar(network, pair_model):
     """The sidecar image serving the tiny exported cross-encoder (``tests/tiny_models.py``), which
     Elasticsearch reaches as ``http://pair-reranker:8080``."""
-    from testcontainers.core.container import DockerContainer
-    from testcontainers.core.image import DockerImage
-    from testcontainers.core.wait_strategies import HttpWaitStrategy
-
-    model = pair_model[1]
-    with DockerImage(
-        path=str(ROOT), dockerfile_path="docker/sidecar.Dockerfile", tag="esrerank-sidecar:test-pair"
-    ) as image:
-        container = (
-            DockerContainer(str(image), _wait_strategy=HttpWaitStrategy(8080, "/readyz"))
-            .with_volume_mapping(str(model), "/model", "ro")
-            .with_exposed_ports(8080)
-            .with_network(network)
-            .with_network_aliases("pair-reranker")
-        )
-        container.start()
-        url = f"http://{container.get_container_host_ip()}:{container.get_exposed_port(8080)}"
-        yield container, url, model
-        container.stop()
+    yield from _sidecar_container(network, pair_model[1], "esrerank-sidecar:test-pair", "pair-reranker")
 
 
 def test_cross_encoder_runs_native_and_bridge_and_refuses_the_vector_modes(trial, pair_sidecar, cli,
