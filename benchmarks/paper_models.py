@@ -1,4 +1,4 @@
-"""Train and evaluate every model type of the papers on real data; the README's results table.
+"""Train and evaluate every model type on real data, same splits and budget; the README's results table.
 
 Each step is an ``esrerank`` command, printed before it runs, so any row can be reproduced by hand:
 
@@ -6,13 +6,17 @@ Each step is an ``esrerank`` command, printed before it runs, so any row can be 
    duplicate clusters per split) from ``train_titles.tsv``;
 2. ``esrerank embeddings`` trains word2vec on the AskUbuntu training split (+ the Meta Stack
    Exchange pairs' text) and on the SemEval train and dev files (questions and comments);
-3. per model type and dataset: ``esrerank train`` (time budget per run), then ``esrerank evaluate``:
+3. per model type (the papers' seven, then ``transformer`` and ``cross-encoder``, which start from the
+   packaged MiniLM instead of word2vec) and dataset: ``esrerank train`` (time budget per run), then
+   ``esrerank evaluate``:
    AskUbuntu retrieval over every distinct title (queries = test duplicate pairs) and pair
    classification (threshold on dev), SemEval-2016 dev reranking (trained on train-part1, early
    stopping and β tuned on train-part2, so nothing reported is tuned on the data it is reported on).
 
-Results go to ``OUT/<dataset>-<type>/`` and are merged into ``benchmarks/paper_models.json`` and
-a Markdown table printed at the end (``--table-only`` rebuilds both from what is already there).
+Results go to ``OUT/<dataset>-<type>/`` (with ``seconds.json``: each step's wall time) and are merged
+into ``benchmarks/paper_models.json`` and a Markdown table printed at the end (``--table-only``
+rebuilds both from what is already there; a finished training or evaluation is kept, so a stopped run
+resumes). Two runs, one per ``--datasets``, can share ``OUT``.
 
 Usage: ``python benchmarks/paper_models.py --data ../shared/data --out runs/paper --types bow-cnn,cnn``
 """
