@@ -116,9 +116,12 @@ def main() -> None:
                 tasks = ["retrieval", "classify"]
             got[name] = {t: json.loads((run_dir / f"{t}.json").read_text())["rankers"] for t in tasks}
             got[name]["seconds"] = _seconds(run_dir)
-            got[name]["best_epoch"] = json.loads((model / "config.json").read_text())["train"]["best_epoch"]
+            trained = json.loads((model / "config.json").read_text())["train"]
+            got[name]["best_epoch"] = trained["best_epoch"]
+            got[name]["dev_map"] = round(100 * trained["best_dev_map"], 2)  # the tuning dev the split gives
         summary = json.loads((init / "pretrain.json").read_text())
         results[dataset] = {
+            "command": "python benchmarks/domain_pretrain.py " + shlex.join(sys.argv[1:]),
             "pretrain": {k: summary[k] for k in ("steps", "texts_seen", "epochs", "seconds", "device",
                                                   "corpus")},
             **got,
@@ -126,8 +129,7 @@ def main() -> None:
     out = HERE / "domain_pretrain.json"
     previous = json.loads(out.read_text()) if out.is_file() else {}
     merged = {**previous.get("results", {}), **results}
-    out.write_text(json.dumps({"command": "python benchmarks/domain_pretrain.py " + shlex.join(sys.argv[1:]),
-                               "machine": machine(), "results": merged}, indent=2) + "\n")
+    out.write_text(json.dumps({"machine": machine(), "results": merged}, indent=2) + "\n")
     print(json.dumps(merged, indent=1)[:3000])
 
 
