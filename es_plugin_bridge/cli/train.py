@@ -92,8 +92,8 @@ def _hyper(items: tuple[str, ...]) -> dict[str, object]:
 @click.option("--batch-size", type=click.IntRange(min=1))
 @click.option("--negatives", type=click.IntRange(min=1), help="sampled negatives per positive (papers: 20)")
 @click.option("--hard-negatives", type=click.IntRange(min=0),
-              help="in-batch loss (transformer): BM25-mined negatives per pair added to the batch "
-                   "(default: the recipe's)")
+              help="BM25-mined negatives per pair: added to the batch with the in-batch loss "
+                   "(transformer), among the --negatives with a ranking loss (default: the recipe's)")
 @click.option(
     "--hyper", multiple=True, metavar="NAME=VALUE", help="model hyper-parameter, e.g. conv_units=400"
 )

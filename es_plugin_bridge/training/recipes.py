@@ -35,8 +35,11 @@ def recipe_for(model_type_name: str, recipe_name: str = "best", **overrides: Any
     budget = recipe.time_budget
     if recipe.epochs < 0 or recipe.patience < 1 or (budget is not None and budget <= 0):
         raise UserError("epochs must be >= 0, patience >= 1 and the time budget positive")
-    if recipe.hard_negatives < 0 or (recipe.hard_negatives and recipe.loss != "in-batch"):
-        raise UserError("hard negatives (>= 0) apply to the in-batch loss only (--loss in-batch)")
+    if recipe.hard_negatives < 0 or (recipe.hard_negatives and recipe.loss == "mse"):
+        raise UserError("hard negatives (>= 0) apply to the in-batch and ranking losses, not mse")
+    if recipe.hard_negatives > recipe.negatives and recipe.loss != "in-batch":
+        raise UserError(f"--hard-negatives {recipe.hard_negatives} is more than --negatives "
+                        f"{recipe.negatives}: with a ranking loss they are among a query's negatives")
     if recipe.loss == "in-batch" and recipe.batch_size < 2:
         raise UserError("the in-batch loss needs a batch size of at least 2 (other rows are the negatives)")
     return recipe

@@ -208,10 +208,23 @@ class Trainer:
     def _rows(encoded: dict[str, torch.Tensor], index: torch.Tensor) -> dict[str, torch.Tensor]:
         return {key: value[index] for key, value in encoded.items()}
 
+    def _negatives(self, query_id: str, k: int) -> list[str]:
+        """``k`` negatives of a query for a ranking loss: ``recipe.hard_negatives`` of them drawn from its
+        BM25-mined ones (none by default), the rest as ``TrainingSet.negatives`` picks them."""
+        n = min(self.recipe.hard_negatives, k)
+        mined: list[str] = []
+        if n > 0:
+            if self._mined is None:
+                self._mined = self._mine_hard_negatives(n)
+            found = self._mined.get(query_id) or []
+            mined = self.rng.sample(found, min(n, len(found)))
+        rest = [c for c in self.data.negatives(query_id, k, self.rng, self.pool) if c not in mined]
+        return mined + rest[: k - len(mined)]
+
     def _ranking_loss(self, batch: Sequence[tuple[str, str]]) -> torch.Tensor:
         q = self.data.questions
         k = self.recipe.negatives
-        negs = [self.data.negatives(a, k, self.rng, self.pool) for a, _ in batch]
+        negs = [self._negatives(a, k) for a, _ in batch]
         encoded, where = self._encode(
             [q[a] for a, _ in batch] + [q[b] for _, b in batch] + [q[n] for row in negs for n in row]
         )
@@ -261,7 +274,8 @@ class Trainer:
         return loss
 
     def _hard_negatives(self, batch: Sequence[tuple[str, str]]) -> list[str]:
-        """``recipe.hard_negatives`` BM25-mined negatives per pair of the batch (none by default)."""
+        """``recipe.hard_negatives`` BM25-mined negatives per pair of the batch (none by default): the
+        in-batch loss's extra columns."""
         k = self.recipe.hard_negatives
         if k <= 0:
             return []

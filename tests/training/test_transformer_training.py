@@ -145,6 +145,9 @@ def test_bm25_hard_negatives_are_never_known_duplicates_and_make_the_task_harder
         trainer.recipe = replace(trainer.recipe, hard_negatives=0)
         without = trainer._in_batch_loss(batch).item()
     assert with_hard > without  # more (and harder) negative columns: a larger cross-entropy
-    with pytest.raises(UserError, match="in-batch loss only"):
-        Trainer(TrainConfig(model_type="cnn", hard_negatives=1, show_progress=False), [train], [dev],
-                Path("unused"))
+    with pytest.raises(UserError, match="apply to the in-batch and ranking losses, not mse"):
+        Trainer(TrainConfig(model_type="cnn", hard_negatives=1, loss="mse", show_progress=False), [train],
+                [dev], Path("unused"))
+    with pytest.raises(UserError, match="--hard-negatives 5 is more than --negatives 4"):
+        Trainer(TrainConfig(model_type="cnn", hard_negatives=5, negatives=4, show_progress=False), [train],
+                [dev], Path("unused"))

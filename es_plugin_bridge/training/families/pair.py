@@ -81,10 +81,10 @@ class PairFamily(SubwordFamily):
         cfg = setup.options
         if cfg.embeddings:
             raise UserError("--embeddings do not apply to the cross-encoder type (it has its own)")
-        if cfg.loss == "in-batch" or cfg.hard_negatives:
-            raise UserError("the in-batch loss and its hard negatives compare question vectors; a "
-                            "cross-encoder has none: train it with a ranking loss (--loss max-margin, "
-                            "logistic) over sampled negatives (--negatives)")
+        if cfg.loss == "in-batch":
+            raise UserError("the in-batch loss compares question vectors; a cross-encoder has none: train "
+                            "it with a ranking loss (--loss max-margin, logistic) over sampled negatives "
+                            "(--negatives, of which --hard-negatives N are mined by BM25)")
         model = build_cross_encoder(cfg.init, **cfg.hyper)
         featurizer = self.featurizer(model, setup.preprocessor, setup.vocab, cfg.max_title, cfg.max_body)
         return Built(model, featurizer, {})
