@@ -48,6 +48,15 @@ def network():
         yield net
 
 
+def _same_figures(tmp_path: Path, rankers: str) -> None:
+    """``es.json`` (computed by Elasticsearch) holds ``local.json``'s figures, each within 1 point."""
+    local = json.loads((tmp_path / "local.json").read_text())["rankers"]
+    remote = json.loads((tmp_path / "es.json").read_text())["rankers"]
+    for name in rankers.split(","):
+        for metric, value in local[name].items():
+            assert remote[name][metric] == pytest.approx(value, abs=1.0), (name, metric)
+
+
 def _sidecar_container(network, model: Path, tag: str, alias: str):
     """The sidecar image (``docker/sidecar.Dockerfile``) serving ``model``, which Elasticsearch reaches
     as ``http://ALIAS:8080``: yields (container, URL from here, model)."""
@@ -249,12 +258,8 @@ def test_es_evaluate_matches_in_process_evaluate(trial, sidecar, mode, cli, tmp_
         ]
     )
     assert code == 0, err
-    local = json.loads((tmp_path / "local.json").read_text())["rankers"]
-    remote = json.loads((tmp_path / "es.json").read_text())["rankers"]
-    for name in rankers.split(","):
-        for metric, value in local[name].items():
-            # same figures up to ties (and the rank_features truncation for fused in mode vectors)
-            assert remote[name][metric] == pytest.approx(value, abs=1.0), (name, metric)
+    # same figures up to ties (and the rank_features truncation for fused in mode vectors)
+    _same_figures(tmp_path, rankers)
     assert "per-query results in index esrerank-runs" in out
 
 
@@ -421,8 +426,4 @@ def test_cross_encoder_runs_native_and_bridge_and_refuses_the_vector_modes(trial
                         "--model", str(model), "--mode", "native", "--no-progress", "--sidecar-from-es",
                         "http://pair-reranker:8080", "--json", str(tmp_path / "es.json"), *common])
     assert code == 0, err
-    local = json.loads((tmp_path / "local.json").read_text())["rankers"]
-    remote = json.loads((tmp_path / "es.json").read_text())["rankers"]
-    for name in rankers.split(","):
-        for metric, value in local[name].items():
-            assert remote[name][metric] == pytest.approx(value, abs=1.0), (name, metric)
+    _same_figures(tmp_path, rankers)
