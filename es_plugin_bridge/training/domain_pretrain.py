@@ -126,6 +126,7 @@ def _load(init: Path, device: str, max_length: int, show_progress: bool) -> tupl
     from sentence_transformers.sentence_transformer.losses import DenoisingAutoEncoderLoss
 
     verbosity = transformers.logging.get_verbosity()
+    bars = transformers.utils.logging.is_progress_bar_enabled()
     transformers.logging.set_verbosity_error()  # the decoder's new cross-attention is expected, not news
     if not show_progress:
         transformers.utils.logging.disable_progress_bar()
@@ -133,8 +134,10 @@ def _load(init: Path, device: str, max_length: int, show_progress: bool) -> tupl
         model = SentenceTransformer(str(init), device=device, local_files_only=True)
         model.max_seq_length = max_length
         loss = DenoisingAutoEncoderLoss(model, tie_encoder_decoder=True).to(device)
-    finally:
+    finally:  # both are process-wide: leave them as the caller had them
         transformers.logging.set_verbosity(verbosity)
+        if bars:
+            transformers.utils.logging.enable_progress_bar()
     return model, loss
 
 
