@@ -1,0 +1,166 @@
+"""Start and stop one single-node OpenSearch cluster on 127.0.0.1 from an assembled home.
+
+Each node gets a run folder of its own (config, data, logs, its pid and URL), so the tests' node and
+a person's ``make opensearch`` node never share state. The settings are those the product needs on a
+2-core machine without the ML role or the security plugin: single node, a free port, no disk
+watermarks, and ml-commons allowed to run connectors on this node and to call a private address.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from .layout import SERVER_VERSION
+
+#: ml-commons' memory breakers trip on a shared 2-core machine well below real pressure: at 100 they
+#: never refuse a connector call. The rest let a node without the ML role run remote models.
+NODE_SETTINGS: dict[str, object] = {
+    "cluster.name": "esrerank",
+    "node.name": "esrerank-node",
+    "discovery.type": "single-node",
+    "network.host": "127.0.0.1",
+    "cluster.routing.allocation.disk.threshold_enabled": False,
+    "action.auto_create_index": False,
+    "plugins.ml_commons.only_run_on_ml_node": False,
+    "plugins.ml_commons.connector.private_ip_enabled": True,
+    "plugins.ml_commons.trusted_connector_endpoints_regex": [r"^http://(127\.0\.0\.1|localhost)(:[0-9]+)?/.*$"],
+    "plugins.ml_commons.native_memory_threshold": 100,
+    "plugins.ml_commons.jvm_heap_memory_threshold": 100,
+}
+
+#: The JVM options of the distribution's ``config/jvm.options`` that matter on Java 17.
+JVM_OPTIONS = (
+    "-XX:+UseG1GC", "-Dfile.encoding=UTF-8", "-Djava.awt.headless=true",
+    "-Djava.locale.providers=SPI,COMPAT", "-Dlog4j2.formatMsgNoLookups=true",
+    "-Dlog4j.shutdownHookEnabled=false", "-Dlog4j2.disable.jmx=true",
+    "-Dio.netty.noUnsafe=true", "-Dio.netty.noKeySetOptimization=true",
+    "-Dio.netty.recycler.maxCapacityPerThread=0", "-Dio.netty.allocator.numDirectArenas=0",
+)
+
+
+class NodeError(RuntimeError):
+    """The node did not start, or did not answer in time; the message quotes its log."""
+
+
+@dataclass(frozen=True)
+class RunningNode:
+    url: str
+    pid: int
+    run_dir: Path
+
+    @property
+    def log(self) -> Path:
+        return self.run_dir / "logs" / "esrerank.log"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start(home: Path, run_dir: Path, *, port: int | None = None, heap: str = "1g",
+          timeout: float = 180.0) -> RunningNode:
+    """Start a node in the background and wait for its cluster to be at least yellow."""
+    port = port or free_port()
+    conf = run_dir / "config"
+    conf.mkdir(parents=True, exist_ok=True)
+    (run_dir / "data").mkdir(exist_ok=True)
+    (run_dir / "logs").mkdir(exist_ok=True)
+    settings = {**NODE_SETTINGS, "http.port": port, "transport.port": free_port(),
+                "path.data": str(run_dir / "data"), "path.logs": str(run_dir / "logs")}
+    # opensearch.yml accepts JSON (YAML is its superset), which keeps the regex free of YAML quoting.
+    (conf / "opensearch.yml").write_text(json.dumps(settings, indent=1))
+    (conf / "log4j2.properties").write_text(Path(__file__).with_name("log4j2.properties").read_text())
+    java = os.environ.get("JAVA_HOME")
+    java_bin = str(Path(java) / "bin" / "java") if java else "java"
+    classpath = os.pathsep.join([str(home / "lib" / "*"), str(home / "launcher")])
+    command = [java_bin, f"-Xms{heap}", f"-Xmx{heap}", *JVM_OPTIONS,
+               f"-Djava.io.tmpdir={run_dir / 'tmp'}", "-cp", classpath, "Launcher", str(home), str(conf)]
+    (run_dir / "tmp").mkdir(exist_ok=True)
+    console = open(run_dir / "console.log", "wb")  # noqa: SIM115 - the child writes to it after we return
+    process = subprocess.Popen(command, stdout=console, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                               start_new_session=True)
+    node = RunningNode(f"http://127.0.0.1:{port}", process.pid, run_dir)
+    (run_dir / "node.json").write_text(json.dumps({"url": node.url, "pid": node.pid,
+                                                    "version": SERVER_VERSION}))
+    try:
+        wait_ready(node.url, timeout=timeout, alive=lambda: process.poll() is None)
+    except NodeError as exc:
+        stop(node)
+        raise NodeError(f"{exc}\n--- last lines of {run_dir / 'console.log'} ---\n"
+                        f"{_tail(run_dir / 'console.log')}") from None
+    return node
+
+
+def wait_ready(url: str, *, timeout: float, alive=lambda: True) -> None:
+    """Poll ``_cluster/health`` until the cluster is yellow or green."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not alive():
+            raise NodeError("the OpenSearch process exited while starting")
+        try:
+            with urllib.request.urlopen(f"{url}/_cluster/health?wait_for_status=yellow&timeout=5s",
+                                        timeout=10) as resp:
+                if json.loads(resp.read()).get("status") in ("yellow", "green"):
+                    return
+        except (urllib.error.URLError, OSError, ValueError):
+            time.sleep(1.0)
+    raise NodeError(f"OpenSearch at {url} was not ready within {timeout:.0f} s")
+
+
+def stop(node: RunningNode, timeout: float = 60.0) -> None:
+    """SIGTERM (the launcher closes the node cleanly), then SIGKILL if it lingers."""
+    try:
+        os.killpg(node.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            reaped, _ = os.waitpid(node.pid, os.WNOHANG)
+        except ChildProcessError:  # not our child: poll whether it still exists
+            reaped = 0 if _exists(node.pid) else node.pid
+        if reaped:
+            return
+        time.sleep(0.3)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(node.pid, signal.SIGKILL)
+
+
+def read_running(run_dir: Path) -> RunningNode | None:
+    """The node recorded in ``run_dir`` if its process still runs."""
+    record = run_dir / "node.json"
+    if not record.is_file():
+        return None
+    data = json.loads(record.read_text())
+    if not _exists(data["pid"]):
+        return None
+    return RunningNode(data["url"], data["pid"], run_dir)
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _tail(path: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
