@@ -11,7 +11,10 @@ names prebuilt exported models. Tests are marked by what they need, so a subset 
   and every test that uses a trained checkpoint or exported models that have to be trained first.
   Where torch is not installed, ``TRAIN_MODULES`` are not collected (the header says so);
 * ``java``: the Lucene parity tests (``lucene``: Debian's Lucene jars through jpype);
-* ``docker``: starts containers (``elasticsearch``).
+* ``docker``: starts containers (``elasticsearch``);
+* ``engine``: needs a running search engine: the ``opensearch`` fixture's node (tests/engine_node.py:
+  Docker where it answers, else OpenSearch assembled from Maven Central), or Elasticsearch in Docker.
+  Every ``elasticsearch`` test is an ``engine`` test too.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from engine_node import EngineNode, running_opensearch, unavailable_reason
 from tiny_models import build_checkpoints, build_pair_model, export_models, prebuilt_models
 
 from es_plugin_bridge.cli.main import main as esrerank_main
@@ -79,6 +83,27 @@ def pair_model(tmp_path_factory) -> tuple[Path, Path]:
     return build_pair_model(tmp_path_factory.mktemp("pair"))
 
 
+_ENGINE_RAN_ON: list[str] = []
+
+
+@pytest.fixture(scope="session")
+def opensearch(tmp_path_factory) -> EngineNode:
+    """One real OpenSearch node for the whole session (started on first use, stopped at the end);
+    skipped, naming what is missing, where neither Docker nor Java and Maven are there."""
+    reason = unavailable_reason()
+    if reason:
+        pytest.skip(f"no search engine can start here: {reason}")
+    with running_opensearch(tmp_path_factory.mktemp("opensearch-node")) as node:
+        _ENGINE_RAN_ON.append(node.description)
+        yield node
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    """Say which node the engine tests ran on (or that none started)."""
+    if _ENGINE_RAN_ON:
+        terminalreporter.write_line(f"engine tests ran on: {_ENGINE_RAN_ON[0]}")
+
+
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
     """Without torch, leave out the modules that cannot even be imported (instead of erroring)."""
     if not HAS_TORCH and collection_path.name in TRAIN_MODULES:
@@ -106,3 +131,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.java)
         if item.get_closest_marker("elasticsearch"):
             item.add_marker(pytest.mark.docker)
+            item.add_marker(pytest.mark.engine)
+        if "opensearch" in uses:
+            item.add_marker(pytest.mark.engine)

@@ -14,7 +14,8 @@ import os
 import pytest
 
 STACK_VERSION = os.environ.get("ESRERANK_STACK_VERSION", "9.5.4")
-OPENSEARCH_VERSION = os.environ.get("ESRERANK_OPENSEARCH_VERSION", "2.19.2")
+#: The same OpenSearch as the Maven-assembled node (es_plugin_bridge.opensearch_node.layout).
+OPENSEARCH_VERSION = os.environ.get("ESRERANK_OPENSEARCH_VERSION", "2.19.1")
 
 
 @functools.lru_cache(maxsize=1)

@@ -28,6 +28,15 @@ public final class Launcher {
         }
         Path home = Paths.get(args[0]).toAbsolutePath();
         Path conf = Paths.get(args[1]).toAbsolutePath();
+        // As OpenSearch's own OpenSearchUncaughtExceptionHandler: an Error escaping a thread (the k-NN
+        // zip's missing JNI library is one) stops the node instead of leaving a request unanswered.
+        Thread.setDefaultUncaughtExceptionHandler((thread, error) -> {
+            error.printStackTrace();
+            if (error instanceof Error) {
+                System.err.println("esrerank-node: fatal error in thread [" + thread.getName() + "], exiting");
+                Runtime.getRuntime().halt(1);
+            }
+        });
         LogConfigurator.registerErrorListener();
         Settings input = Settings.builder().put("path.home", home.toString()).build();
         Environment env = InternalSettingsPreparer.prepareEnvironment(

@@ -34,7 +34,7 @@ PLUGIN_VERSION = f"{SERVER_VERSION}.0"
 SERVER_EXTRAS = ("org.apache.logging.log4j:log4j-core:2.21.0",
                  f"org.opensearch:opensearch-plugin-classloader:{SERVER_VERSION}")
 #: Bump when the layout changes, so an older home is rebuilt rather than reused.
-LAYOUT_REVISION = 1
+LAYOUT_REVISION = 2
 
 
 @dataclass(frozen=True)
