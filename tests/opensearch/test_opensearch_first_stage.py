@@ -87,8 +87,8 @@ def tokens():
 @pytest.fixture(scope="module")
 def semeval(opensearch, tokens):
     queries = read_spec(f"semeval:{SEMEVAL_DEV}").queries
-    collection = Collection(opensearch, "first-stage-semeval", unique_questions([q.candidates for q in queries]),
-                            tokens)
+    questions = unique_questions([q.candidates for q in queries])
+    collection = Collection(opensearch, "first-stage-semeval", questions, tokens)
     return collection, queries
 
 
@@ -135,11 +135,12 @@ def test_retrieval_top10_on_askubuntu_equals_the_embedded_engines(askubuntu, sim
     for query in queries:
         body = first_stage_query(similarity, collection.tokens(query), exclude={query.id})
         remote = collection.search(body, 10)
-        local = {i: s * engine_scale(similarity) for i, s in first_stage.search(query, 10, exclude={query.id})}
+        found = first_stage.search(query, 10, exclude={query.id})
+        local = {i: s * engine_scale(similarity) for i, s in found}
         assert query.id not in remote
         # Same scores, best first; ids equal except where a tie straddles the 10th place.
-        np.testing.assert_allclose(sorted(remote.values(), reverse=True), sorted(local.values(), reverse=True),
-                                   rtol=REL, err_msg=f"{similarity} {query.id}")
+        best_first = [sorted(scores.values(), reverse=True) for scores in (remote, local)]
+        np.testing.assert_allclose(*best_first, rtol=REL, err_msg=f"{similarity} {query.id}")
         tenth = min(local.values())
         above = {i for i, s in local.items() if s > tenth * (1 + REL)}
         assert above <= set(remote), (similarity, query.id)
