@@ -1,7 +1,8 @@
 """Configure OpenSearch (>= 2.15) to rerank through the esrerank sidecar, from the JSON files beside
 this script — the same steps the README gives as curl commands:
 
-  1. cluster-settings.json  PUT  _cluster/settings            (trust the sidecar's URL, allow a private IP)
+  1. cluster-settings.json  PUT  _cluster/settings            (trust the sidecar's URL, beside the URLs
+                                                               the cluster trusts already; allow a private IP)
   2. connector.json         POST _plugins/_ml/connectors/_create
   3. model.json             POST _plugins/_ml/models/_register?deploy=true   (then wait for the task,
                             then for GET _plugins/_ml/models/<id> to say model_state DEPLOYED)
@@ -81,11 +82,32 @@ class OpenSearch:
             raise Refused(f"OpenSearch at {self.url} is unreachable: {getattr(exc, 'reason', exc)}") from None
 
 
-def configure(os_: OpenSearch, sidecar_url: str, token: str, *, deploy_timeout: float = 120.0) -> str:
-    """Steps 1–4; returns the model id. Re-running creates a new connector and model (ids are new)."""
+TRUSTED = "plugins.ml_commons.trusted_connector_endpoints_regex"
+
+
+def trusted_endpoints(os_: OpenSearch) -> list[str]:
+    """The URL patterns the cluster trusts now: persistent, else transient, else the node's own
+    setting (``opensearch.yml``) or ml-commons' default list, as OpenSearch resolves a setting."""
+    settings = os_.call("GET", "/_cluster/settings?include_defaults=true&flat_settings=true")
+    for scope in ("persistent", "transient", "defaults"):
+        found = sorted(k for k in settings.get(scope, {}) if k == TRUSTED or k.startswith(TRUSTED + "."))
+        if found:
+            value = settings[scope].get(TRUSTED)
+            return list(value) if isinstance(value, list) else [settings[scope][key] for key in found]
+    return []
+
+
+def configure(os_: OpenSearch, sidecar_url: str, token: str, *, deploy_timeout: float = 120.0,
+              pipeline: str = PIPELINE) -> str:
+    """Steps 1–4; returns the model id. Re-running creates a new connector and model (ids are new).
+
+    The setting that lists trusted connector URLs is one list for the whole cluster: the sidecar's
+    pattern is added to the patterns already there (other connectors keep working), not put instead."""
     sidecar_url = sidecar_url.rstrip("/")
-    os_.call("PUT", "/_cluster/settings",
-             render("cluster-settings.json", SIDECAR_RERANK_URL_REGEX=trusted_url_regex(sidecar_url)))
+    settings = render("cluster-settings.json", SIDECAR_RERANK_URL_REGEX=trusted_url_regex(sidecar_url))
+    ours = settings["persistent"][TRUSTED]
+    settings["persistent"][TRUSTED] = [*[p for p in trusted_endpoints(os_) if p not in ours], *ours]
+    os_.call("PUT", "/_cluster/settings", settings)
     connector = os_.call("POST", "/_plugins/_ml/connectors/_create",
                          render("connector.json", SIDECAR_URL=sidecar_url, SIDECAR_TOKEN=token))
     print(f"connector {connector['connector_id']}")
@@ -95,8 +117,8 @@ def configure(os_: OpenSearch, sidecar_url: str, token: str, *, deploy_timeout: 
     model_id = wait_for_registration(os_, registered, deadline)
     wait_for_deployment(os_, model_id, deadline)
     print(f"model {model_id} deployed")
-    os_.call("PUT", f"/_search/pipeline/{PIPELINE}", render("search-pipeline.json", MODEL_ID=model_id))
-    print(f"search pipeline {PIPELINE}")
+    os_.call("PUT", f"/_search/pipeline/{pipeline}", render("search-pipeline.json", MODEL_ID=model_id))
+    print(f"search pipeline {pipeline}")
     return model_id
 
 
@@ -146,32 +168,42 @@ def question_document(question: Any) -> dict[str, str]:
             RERANK_FIELD: rerank_text(question)}
 
 
-def index_semeval(os_: OpenSearch, path: str) -> int:
-    """Index every question of a SemEval file (original and related) into ``INDEX``; returns the count."""
+def index_semeval(os_: OpenSearch, path: str, index: str = INDEX) -> int:
+    """Index every question of a SemEval file (original and related) into ``index``; returns the count."""
     from es_plugin_bridge.data.spec import read_spec
 
     dataset = read_spec(f"semeval:{path}")
-    questions = {q.id: q for rq in dataset.queries for q in rq.candidates}
+    return index_questions(os_, [q for rq in dataset.queries for q in rq.candidates], index)
+
+
+def index_questions(os_: OpenSearch, questions: list[Any], index: str = INDEX) -> int:
+    """(Re)create ``index`` from index.json and fill it with the questions (one per id); returns the count."""
+    unique = {q.id: q for q in questions}
     with contextlib.suppress(Refused):  # a first run has no index to delete
-        os_.call("DELETE", f"/{INDEX}")
-    os_.call("PUT", f"/{INDEX}", render("index.json"))
+        os_.call("DELETE", f"/{index}")
+    os_.call("PUT", f"/{index}", render("index.json"))
     lines = []
-    for q in questions.values():
-        lines.append(json.dumps({"index": {"_index": INDEX, "_id": q.id}}))
+    for q in unique.values():
+        lines.append(json.dumps({"index": {"_index": index, "_id": q.id}}))
         lines.append(json.dumps(question_document(q)))
     answer = os_.call("POST", "/_bulk?refresh=true", ("\n".join(lines) + "\n").encode())
     if answer.get("errors"):
         failed = [i for i in answer["items"] if i["index"].get("error")]
-        raise Refused(f"bulk: {len(failed)} of {len(questions)} questions failed: "
+        raise Refused(f"bulk: {len(failed)} of {len(unique)} questions failed: "
                       f"{failed[0]['index']['error']}")
-    print(f"indexed {len(questions)} questions into {INDEX}")
-    return len(questions)
+    print(f"indexed {len(unique)} questions into {index}")
+    return len(unique)
 
 
-def search(os_: OpenSearch, query: str) -> list[dict[str, Any]]:
-    """One reranked search: the hits (``_id``, ``_score`` = the sidecar's relevance score, title)."""
+def search(os_: OpenSearch, query: str, *, index: str = INDEX, pipeline: str | None = PIPELINE,
+           ) -> list[dict[str, Any]]:
+    """One search of query.json: reranked through ``pipeline`` (the hits' ``_score`` is then the
+    sidecar's relevance score), or the first stage alone with ``pipeline=None``."""
     body = render("query.json", QUERY=query)
-    answer = os_.call("POST", f"/{INDEX}/_search?search_pipeline={PIPELINE}", body)
+    suffix = f"?search_pipeline={pipeline}" if pipeline else ""
+    if not pipeline:
+        body.pop("ext")  # the rerank context means nothing without the pipeline
+    answer = os_.call("POST", f"/{index}/_search{suffix}", body)
     return answer["hits"]["hits"]
 
 

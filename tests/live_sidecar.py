@@ -1,0 +1,112 @@
+"""A real sidecar process for the tests that need one over HTTP, and a proxy that slows it down.
+
+``serve`` runs ``esrerank serve MODEL`` on a free 127.0.0.1 port (bearer token from a file, as a
+deployment keeps it) and waits for ``/readyz``; ``slowed`` forwards every request to a URL after a
+delay, so a caller's timeout can be met by a real, slow answer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.server
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_ready(url: str, process: subprocess.Popen | None = None, timeout: float = 60.0) -> None:
+    """Return once ``url/readyz`` answers 200; RuntimeError (with the server's stderr) otherwise."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/readyz", timeout=1):
+                return
+        except OSError:
+            exited = process is not None and process.poll() is not None
+            if exited or time.monotonic() > deadline:
+                detail = process.stderr.read() if exited and process.stderr else "timed out"
+                raise RuntimeError(f"the sidecar at {url} did not come up: {detail}") from None
+            time.sleep(0.1)
+
+
+@contextlib.contextmanager
+def serve(model: Path, token: str, token_dir: Path, *extra: str) -> Iterator[str]:
+    """``esrerank serve`` on a free port; yields its URL and stops it on the way out."""
+    token_file = token_dir / "token"
+    token_file.write_text(f"{token}\n", encoding="utf-8")
+    token_file.chmod(0o600)
+    port = free_port()
+    exe = Path(sys.executable).with_name("esrerank")
+    env = {k: v for k, v in os.environ.items() if k != "ESRERANK_TOKEN"}
+    process = subprocess.Popen([str(exe), "serve", str(model), "--port", str(port), "--token-file",
+                                str(token_file), "--onnx-threads", "1", *extra],
+                               stderr=subprocess.PIPE, text=True, env=env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_ready(url, process)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def post(url: str, body: dict, token: str, timeout: float = 60.0) -> tuple[int, dict]:
+    """POST JSON with the bearer token; ``(status, answer)`` whatever the status."""
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+                                     headers={"Authorization": f"Bearer {token}",
+                                              "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+@contextlib.contextmanager
+def slowed(target: str, delay: float) -> Iterator[str]:
+    """A proxy on a free port that waits ``delay`` seconds, then forwards the request to ``target``."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - the name http.server calls
+            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            time.sleep(delay)
+            keep = ("authorization", "content-type")
+            headers = {k: v for k, v in self.headers.items() if k.lower() in keep}
+            request = urllib.request.Request(target + self.path, data=body, method="POST", headers=headers)
+            try:
+                with urllib.request.urlopen(request, timeout=60) as resp:
+                    status, answer = resp.status, resp.read()
+            except urllib.error.HTTPError as exc:
+                status, answer = exc.code, exc.read()
+            with contextlib.suppress(OSError):  # the caller may have given up already
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+        def log_message(self, *args) -> None:
+            return None
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()

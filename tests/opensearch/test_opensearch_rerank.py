@@ -1,0 +1,191 @@
+"""mappings/opensearch/apply.py against a real OpenSearch node and a real sidecar process.
+
+apply.py registers the connector, deploys the remote model and puts the ``rerank`` search pipeline;
+then a search through that pipeline makes OpenSearch call the sidecar's ``/v1/rerank`` (ml-commons'
+``connector.pre_process.cohere.rerank`` fills the connector's request body) and reorders the hits by
+its scores. The rule checked on every search: the reranked hits are the first stage's window (the same
+query without the pipeline) in the order, and with the scores, the sidecar gives that window when
+asked directly. On SemEval-2016 dev and on AskUbuntu questions whose texts hold ``${...}`` shell
+variables, backslashes, quotes and long code blocks (ml-commons fills its own ``${parameters.…}``
+templates with them). With the sidecar stopped, or slower than the connector's ``read_timeout``, the
+processor's ``ignore_failure`` keeps the search answering, in the first stage's order.
+"""
+
+from __future__ import annotations
+
+import html
+import importlib.util
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from live_sidecar import post, serve, slowed
+
+from es_plugin_bridge.data.spec import read_spec
+
+pytestmark = [pytest.mark.engine, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+OPENSEARCH_FILES = ROOT / "mappings" / "opensearch"
+SAMPLES = ROOT / "es_plugin_bridge" / "samples"
+SEMEVAL_DEV = SAMPLES / "semeval2016-task3" / "SemEval2016-Task3-CQA-QL-dev.xml"
+ASKUBUNTU_VAL = SAMPLES / "askubuntu-pairs" / "val.tsv"
+TOKEN = "t0ken-${not-a-template}"
+SEMEVAL_INDEX, ASKUBUNTU_INDEX = "rerank-semeval", "rerank-askubuntu"
+
+
+def _load_apply():
+    spec = importlib.util.spec_from_file_location("opensearch_apply_live", OPENSEARCH_FILES / "apply.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+apply = _load_apply()
+READ_TIMEOUT = json.loads((OPENSEARCH_FILES / "connector.json").read_text())["client_config"]["read_timeout"]
+
+
+@pytest.fixture(scope="module")
+def cluster(opensearch):
+    return apply.OpenSearch(opensearch.url)
+
+
+@pytest.fixture(scope="module")
+def sidecar(exported, tmp_path_factory):
+    with serve(exported["bow-cnn"], TOKEN, tmp_path_factory.mktemp("token")) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def askubuntu_questions():
+    pairs = read_spec(f"pairs:{ASKUBUNTU_VAL}").pairs
+    return list({q.id: q for p in pairs for q in (p.q1, p.q2)}.values())
+
+
+@pytest.fixture(scope="module")
+def configured(cluster, sidecar, askubuntu_questions):
+    model_id = apply.configure(cluster, sidecar, TOKEN)
+    apply.index_semeval(cluster, str(SEMEVAL_DEV), SEMEVAL_INDEX)
+    apply.index_questions(cluster, askubuntu_questions, ASKUBUNTU_INDEX)
+    return model_id
+
+
+def reranked_as_the_sidecar_ranks_the_window(cluster, sidecar: str, query: str, index: str) -> list[dict]:
+    """Assert the module's rule for one query; returns the reranked hits."""
+    window = apply.search(cluster, query, index=index, pipeline=None)
+    hits = apply.search(cluster, query, index=index)
+    assert window, f"no first-stage hit for {query!r}"
+    status, direct = post(f"{sidecar}/v1/rerank", {"query": query,
+                                                  "documents": [h["_source"]["rerank_text"] for h in window]},
+                          TOKEN)
+    assert status == 200, direct
+    expected = [(window[r["index"]]["_id"], r["relevance_score"]) for r in direct["results"]]
+    assert sorted(h["_id"] for h in hits) == sorted(h["_id"] for h in window)
+    assert [h["_score"] for h in hits] == pytest.approx([s for _, s in expected], abs=1e-6), query
+    by_score = {}
+    for doc_id, score in expected:  # ids in the sidecar's order, ties grouped (their order is free)
+        by_score.setdefault(round(score, 6), set()).add(doc_id)
+    groups = [by_score[round(s, 6)] for s in dict.fromkeys(round(s, 6) for _, s in expected)]
+    got, start = [h["_id"] for h in hits], 0
+    for group in groups:
+        assert set(got[start:start + len(group)]) == group, (query, got, expected)
+        start += len(group)
+    return hits
+
+
+def test_apply_deploys_the_model_and_keeps_the_urls_the_cluster_already_trusted(configured, cluster, sidecar,
+                                                                              opensearch):
+    model = cluster.call("GET", f"/_plugins/_ml/models/{configured}")
+    assert model["model_state"] == "DEPLOYED"
+    pipeline = cluster.call("GET", f"/_search/pipeline/{apply.PIPELINE}")[apply.PIPELINE]
+    processor = pipeline["response_processors"][0]
+    assert processor["rerank"]["ml_opensearch"]["model_id"] == configured
+    assert processor["rerank"]["ignore_failure"] is True
+    trusted = apply.trusted_endpoints(cluster)
+    assert apply.trusted_url_regex(sidecar) in trusted
+    # the node's own pattern (opensearch.yml, es_plugin_bridge/opensearch_node/node.py) is still there
+    assert any("127" in p and p != apply.trusted_url_regex(sidecar) for p in trusted), trusted
+
+
+def test_semeval_searches_are_reranked_as_the_sidecar_ranks_their_window(configured, cluster, sidecar):
+    queries = read_spec(f"semeval:{SEMEVAL_DEV}").queries[:12]
+    moved = 0
+    for rq in queries:
+        hits = reranked_as_the_sidecar_ranks_the_window(cluster, sidecar, rq.query.title, SEMEVAL_INDEX)
+        window = apply.search(cluster, rq.query.title, index=SEMEVAL_INDEX, pipeline=None)
+        moved += [h["_id"] for h in hits] != [h["_id"] for h in window]
+    assert moved >= len(queries) // 2  # the sidecar really reorders (it is not the first stage again)
+
+
+def _plain(html_text: str) -> str:
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", html_text)).split())
+
+
+def test_askubuntu_searches_holding_shell_variables_quotes_and_backslashes(configured, cluster, sidecar,
+                                                                           askubuntu_questions):
+    """A user pastes a snippet into the search box: the query text itself holds ``${...}``, ``\\`` and
+    quotes, and so do the documents in its window."""
+    queries = []
+    for mark in ("${", "\\", '"'):
+        texts = [_plain(q.body) for q in askubuntu_questions if mark in _plain(q.body)]
+        queries += [t[max(0, t.index(mark) - 80):t.index(mark) + 120] for t in texts[:4]]
+    assert any("${" in q for q in queries) and any("\\" in q for q in queries)
+    assert any('"' in q for q in queries)
+    window_texts = []
+    for query in queries:
+        hits = reranked_as_the_sidecar_ranks_the_window(cluster, sidecar, query, ASKUBUNTU_INDEX)
+        window_texts += [h["_source"]["body"] for h in hits]
+    assert any("${" in body for body in window_texts)
+
+
+def test_long_bodies_are_reranked_whole(configured, cluster, sidecar, askubuntu_questions):
+    longest = sorted(askubuntu_questions, key=lambda q: len(q.body), reverse=True)[:5]
+    assert len(longest[-1].body) > 5_000
+    for question in longest:
+        hits = reranked_as_the_sidecar_ranks_the_window(cluster, sidecar, question.title, ASKUBUNTU_INDEX)
+        assert question.id in [h["_id"] for h in hits]
+
+
+def _first_stage_order_through(cluster, pipeline: str, query: str) -> tuple[list, list, float]:
+    start = time.monotonic()
+    hits = apply.search(cluster, query, index=SEMEVAL_INDEX, pipeline=pipeline)
+    took = time.monotonic() - start
+    window = apply.search(cluster, query, index=SEMEVAL_INDEX, pipeline=None)
+    return [(h["_id"], h["_score"]) for h in hits], [(h["_id"], h["_score"]) for h in window], took
+
+
+def test_a_stopped_sidecar_leaves_the_first_stage_order(configured, cluster, exported, tmp_path):
+    with serve(exported["bow-cnn"], TOKEN, tmp_path) as url:
+        apply.configure(cluster, url, TOKEN, pipeline="rerank-stopped")
+    query = read_spec(f"semeval:{SEMEVAL_DEV}").queries[0].query.title
+    got, first_stage, _ = _first_stage_order_through(cluster, "rerank-stopped", query)
+    assert got == first_stage and len(got) == 10
+
+
+def test_a_sidecar_slower_than_the_read_timeout_leaves_the_first_stage_order(configured, cluster, sidecar):
+    delay = READ_TIMEOUT + 3
+    with slowed(sidecar, delay) as url:
+        apply.configure(cluster, url, TOKEN, pipeline="rerank-slow")
+        query = read_spec(f"semeval:{SEMEVAL_DEV}").queries[1].query.title
+        got, first_stage, took = _first_stage_order_through(cluster, "rerank-slow", query)
+    assert got == first_stage
+    assert READ_TIMEOUT - 0.5 <= took < delay, took
+
+
+def test_the_script_runs_end_to_end_as_the_docs_give_it(opensearch, sidecar):
+    query = read_spec(f"semeval:{SEMEVAL_DEV}").queries[2].query.title
+    script = str(OPENSEARCH_FILES / "apply.py")
+    argv = ["--opensearch-url", opensearch.url, "--sidecar-url", sidecar, "--token", TOKEN,
+            "--index-sample", str(SEMEVAL_DEV), "--query", query]
+    done = subprocess.run([sys.executable, script, *argv], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert any(line.startswith("model ") and line.endswith(" deployed") for line in lines)
+    results = [line for line in lines if re.match(r"^\d\.\d{4}  ", line)]
+    assert len(results) == 10
+    scores = [float(line.split()[0]) for line in results]
+    assert scores == sorted(scores, reverse=True) and all(0.0 <= s <= 1.0 for s in scores)
