@@ -18,12 +18,13 @@ import click
 
 from es_plugin_bridge.cli.es_options import pop_connection
 from es_plugin_bridge.cli.evaluate import evaluate
+from es_plugin_bridge.elastic.mode_names import MODES
 from es_plugin_bridge.errors import UserError
 
 EXTRA = [
     click.Option(
         ["--mode"],
-        type=click.Choice(["native", "vectors", "bridge", "hybrid", "hybrid-rrf"]),
+        type=click.Choice(list(MODES)),
         default="bridge",
         show_default=True,
         help="How Elasticsearch computes the fused ranker (hybrid, hybrid-rrf: those rankers instead).",

@@ -59,6 +59,7 @@ from es_plugin_bridge.elastic import queries
 from es_plugin_bridge.elastic.connection import call
 from es_plugin_bridge.elastic.engine import ElasticsearchFirstStage
 from es_plugin_bridge.elastic.mappings import VECTOR_FIELD, rerank_text
+from es_plugin_bridge.elastic.mode_names import HYBRID_MODES
 from es_plugin_bridge.elastic.modes import Mode, ModeResult
 from es_plugin_bridge.elastic.sidecar_embedder import SidecarEmbedder
 from es_plugin_bridge.errors import UserError
@@ -66,7 +67,6 @@ from es_plugin_bridge.errors import UserError
 Body = dict[str, Any]
 Hits = list[tuple[str, float]]
 
-HYBRID_MODES = ("hybrid", "hybrid-rrf")
 KNN_METHODS = ("exact", "hnsw")
 #: ``_name`` of the first stage in step 2; its score comes back in ``matched_queries``.
 FIRST_STAGE_NAME = "esrerank_first_stage"

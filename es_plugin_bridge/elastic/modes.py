@@ -30,8 +30,6 @@ from es_plugin_bridge.elastic.mappings import rerank_text
 from es_plugin_bridge.elastic.sidecar_embedder import EmbedError, SidecarEmbedder
 from es_plugin_bridge.errors import UserError
 
-MODES = ("native", "vectors", "bridge", "hybrid", "hybrid-rrf")  # hybrid*: elastic/hybrid.py
-
 
 @dataclass
 class ModeResult:

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from es_plugin_bridge.elastic.mode_names import MODES as ES_MODES
 from es_plugin_bridge.errors import UserError
 
 if TYPE_CHECKING:
@@ -26,7 +27,8 @@ if TYPE_CHECKING:
 RESULTS_INDEX_ENV = "ESRERANK_RESULTS_INDEX"
 DEFAULT_RESULTS_INDEX = "esrerank-runs"
 BASELINE = "bm25"
-MODES = ("native", "vectors", "bridge", "none")
+#: The modes a run can be written under: every Elasticsearch mode, and ``none`` (an in-process run).
+MODES = (*ES_MODES, "none")
 
 #: Every metric a task reports (DESIGN.md), as written in the JSON; a test checks them against the
 #: evaluation modules. ``threshold`` (classify) is a run-level figure, not a per-query one.

@@ -151,6 +151,21 @@ def test_results_documents_refuse_unknown_engine_or_mode(run):
         results_documents(run["result"], run_id="r", dataset="d", engine="solr", mode="none")
 
 
+def test_results_documents_take_every_mode_the_es_commands_offer(run):
+    """``es evaluate --mode hybrid`` (and ``hybrid-rrf``) used to fail after its whole run: the results
+    index kept its own list of modes, without the two newer ones. Every ``--mode`` choice of both
+    commands is accepted here, and so is ``none`` (an in-process run)."""
+    from es_plugin_bridge.cli.es import search_command
+    from es_plugin_bridge.cli.es_evaluate import EXTRA
+
+    offered = {opt.name: list(opt.type.choices) for opt in EXTRA if opt.name == "mode"}["mode"]
+    searched = next(p for p in search_command.params if p.name == "mode").type.choices
+    assert set(searched) == set(offered) >= {"hybrid", "hybrid-rrf"}
+    for mode in [*offered, "none"]:
+        docs = results_documents(run["result"], run_id="r", dataset="d", engine="elasticsearch", mode=mode)
+        assert {d["mode"] for d in docs} == {mode}
+
+
 def test_mapping_metrics_are_the_tasks_metrics():
     assert TASK_METRICS["rerank"] == tuple(RERANK_MEASURES)
     assert TASK_METRICS["retrieval"] == tuple(RETRIEVAL_MEASURES)
