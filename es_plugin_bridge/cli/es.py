@@ -343,9 +343,10 @@ def search_command(
         knn=knn,
     )
     result = searcher.search(question_from_text(text), top)
-    hits = [
-        {"id": doc, "title": searcher.stage.question(doc).title, "score": score} for doc, score in result.hits
-    ]
+    # The modes' searches bring their hits' titles; only those they do not (hybrid) are read, in one mget.
+    found = searcher.stage.questions([doc for doc, _ in result.hits])
+    hits = [{"id": doc, "title": q.title, "score": score}
+            for (doc, score), q in zip(result.hits, found, strict=True)]
     if as_json:
         out: dict[str, Any] = {
             "mode": mode,

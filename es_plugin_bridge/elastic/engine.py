@@ -55,17 +55,20 @@ class ElasticsearchFirstStage:
         title, body = (mappings.value_at(source, path) for path in self.fields)
         return Question(doc_id, "" if title is None else str(title), "" if body is None else str(body))
 
-    def _keep(self, hits: list[dict[str, Any]]) -> Hits:
+    def remember(self, hits: list[dict[str, Any]]) -> Hits:
+        """Keep the questions of search hits that carry their ``_source`` (title and body fields), so
+        :meth:`question` needs no request for them; returns the hits as ``(id, score)``."""
         out = []
         for hit in hits:
-            self._questions.setdefault(hit["_id"], self._question(hit["_id"], hit.get("_source") or {}))
+            if "_source" in hit:
+                self._questions.setdefault(hit["_id"], self._question(hit["_id"], hit["_source"]))
             out.append((hit["_id"], float(hit["_score"])))
         return out
 
     def _run(self, body: dict[str, Any], size: int) -> Hits:
         answer = call(f"searching {self.index}", self.client.search, index=self.index, query=body, size=size,
                       source={"includes": list(self.fields)}, track_total_hits=False)
-        return self._keep(answer["hits"]["hits"])
+        return self.remember(answer["hits"]["hits"])
 
     def search(self, query: Question, k: int, exclude: set[str] | None = None) -> Hits:
         if k <= 0:
@@ -82,6 +85,17 @@ class ElasticsearchFirstStage:
         if missing:
             raise UserError(f"{len(missing)} ids are not in index {self.index} (first: {missing[0]!r})")
         return np.array([scores[i] for i in ids], dtype=np.float64)
+
+    def questions(self, doc_ids: Sequence[str]) -> list[Question]:
+        """The questions of ``doc_ids``; those not already kept are read in one ``mget``, not one GET each."""
+        missing = [doc for doc in dict.fromkeys(doc_ids) if doc not in self._questions]
+        if missing:
+            answer = call(f"reading {len(missing)} questions from {self.index}", self.client.mget,
+                          index=self.index, ids=missing, source_includes=list(self.fields))
+            for doc in answer["docs"]:
+                if doc.get("found"):
+                    self._questions[doc["_id"]] = self._question(doc["_id"], doc.get("_source") or {})
+        return [self.question(doc) for doc in doc_ids]
 
     def question(self, doc_id: str) -> Question:
         question = self._questions.get(doc_id)

@@ -70,18 +70,23 @@ class Mode:
     def index(self) -> str:
         return self.stage.index
 
-    def _search(self, k: int, **body: Any) -> tuple[dict[str, Any], float]:
-        """One search of the index; ``preference`` (when given) pins the shard copies it reads."""
+    def _search(self, k: int, *, sources: bool = True, **body: Any) -> tuple[dict[str, Any], float]:
+        """One search of the index; ``preference`` (when given) pins the shard copies it reads.
+
+        With ``sources`` the hits bring their title and body, which the first stage keeps: whoever
+        shows the answer (``es search``) reads them from there instead of one GET per hit."""
         start = time.perf_counter()
         answer = call(
             f"searching {self.index} (mode {self.name})",
             self.client.search,
             index=self.index,
             size=k,
-            source=False,
+            source={"includes": list(self.stage.fields)} if sources else False,
             track_total_hits=False,
             **body,
         )
+        if sources:
+            self.stage.remember(answer["hits"]["hits"])
         return answer, 1000 * (time.perf_counter() - start)
 
     def search(
@@ -205,7 +210,7 @@ class VectorsMode(Mode):
         # call's first-pass scores are the ones the first call measured (a replica may hold other
         # deleted-document statistics until it merges).
         pin = {"preference": f"esrerank-{uuid.uuid4().hex}"}
-        probe, timings["window"] = self._search(window, query=first, **pin)
+        probe, timings["window"] = self._search(window, sources=False, query=first, **pin)
         weight = queries.basic_query_weight(self.beta["first_stage"], [s for _, s in _hits(probe)])
         body = {"query": first, "rescore": queries.rescore(rest, window, weight)}
         answer, timings["search"] = self._search(k, **body, **pin)

@@ -300,11 +300,33 @@ def test_modes_that_need_vectors_are_refused_in_one_line(
     assert requests_to(app, "/v1/embed") == embeds
 
 
+def test_es_search_top_10_is_one_request_that_brings_the_titles(
+        pair_model, sidecar, recorder, cli, stages):  # noqa: F811
+    """``es search --top 10`` used to send its search with ``_source: false`` and then GET each hit's
+    title: 1 + 10 requests. The search now asks for the title and body fields (the search API's
+    ``_source`` ``includes``: Elasticsearch returns those fields of each hit's source, ``SearchRequest``
+    / ``FetchSourceContext``), and the titles shown are the ones that search brought."""
+    rec, es_url = recorder
+    url, _ = sidecar
+    hits = [{"_id": f"d{i}", "_score": 10.0 - i, "_source": {"title": f"title {i}", "body": "<p>b</p>"}}
+            for i in range(10)]
+    search_answers(rec, pair_model, stages, hits)
+    code, out, err = cli(["es", "search", "how do I upgrade", "--mode", "native", "--json", "--top", "10",
+                          "--first-stage", stages[0], "--index", "questions", *common(es_url, url)])
+    assert code == 0, err
+    assert [h["title"] for h in json.loads(out)["hits"]] == [f"title {i}" for i in range(10)]
+    to_index = [r for r in rec.requests
+                if r["path"].startswith("/questions/") and r["path"] != "/questions/_mapping"]
+    assert [r["path"] for r in to_index] == ["/questions/_search"], [r["path"] for r in to_index]
+    assert json.loads(to_index[0]["body"])["_source"] == {"includes": ["title", "body"]}
+
+
 def test_native_search_sends_the_endpoint_es_setup_registered(
         pair_model, sidecar, recorder, cli, stages):  # noqa: F811
     rec, es_url = recorder
     url, _ = sidecar
-    search_answers(rec, pair_model, stages, [{"_id": "a", "_score": 2.5}, {"_id": "b", "_score": 1.5}])
+    search_answers(rec, pair_model, stages, [{"_id": "a", "_score": 2.5, "_source": {"title": "t"}},
+                                             {"_id": "b", "_score": 1.5, "_source": {"title": "u"}}])
     code, out, err = cli(["es", "search", "how do I upgrade", "--mode", "native", "--json",
                           "--first-stage", stages[0], "--index", "questions", *common(es_url, url)])
     assert code == 0, err
