@@ -18,7 +18,7 @@ PACKAGES = ("es_plugin_bridge", "exporters")
 #: Bottom to top. A module may import from its own layer or any layer below, never above. Top-level
 #: modules of the package (``errors``, ``jvm``, ``measures``, the package ``__init__``) are the floor.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("(root)",),
+    ("(root)", "opensearch_node"),
     ("core", "data"),
     ("text",),
     ("serving",),

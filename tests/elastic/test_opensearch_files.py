@@ -8,8 +8,8 @@ exported model) and answers one float score per document, as ``connector.post_pr
 needs; the pipeline sends one field holding title and body (``rerank_text``, as Elasticsearch's native
 mode) and reads only fields the index maps; apply.py waits for ``model_state: DEPLOYED``; the two
 ml-commons limits docs/opensearch.md states hold as restated here from ml-commons' source. The parser
-ml-commons reads the answers with is run for real in tests/serving/test_opensearch_parser.py. With Docker: an
-OpenSearch container reranks through a sidecar container built from docker/sidecar.Dockerfile.
+ml-commons reads the answers with is run for real in tests/serving/test_opensearch_parser.py. On a real
+OpenSearch node and a live sidecar: tests/opensearch/test_opensearch_rerank.py.
 """
 
 from __future__ import annotations
@@ -17,11 +17,9 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
-import urllib.request
 from pathlib import Path
 
 import pytest
-from docker_available import OPENSEARCH_VERSION, requires_docker
 
 from es_plugin_bridge.data.spec import read_spec
 
@@ -263,47 +261,3 @@ def test_the_docs_walk_through_the_same_files():
     assert "2.15" in section
     for name in ("cluster-settings.json", "connector.json", "model.json", "search-pipeline.json", "apply.py"):
         assert name in section, name
-
-
-# ---- a real OpenSearch ------------------------------------------------------------------------------
-
-
-@requires_docker
-@pytest.mark.elasticsearch
-@pytest.mark.slow
-def test_opensearch_reranks_through_the_sidecar(exported):
-    from testcontainers.core.container import DockerContainer
-    from testcontainers.core.image import DockerImage
-    from testcontainers.core.network import Network
-    from testcontainers.core.wait_strategies import HttpWaitStrategy
-
-    dockerfile = "docker/sidecar.Dockerfile"
-    with DockerImage(path=str(ROOT), dockerfile_path=dockerfile, target="sidecar") as image, \
-            Network() as net, \
-            DockerContainer(str(image)).with_env("ESRERANK_TOKEN", TOKEN) \
-            .with_volume_mapping(str(exported["bow-cnn"]), "/model", "ro") \
-            .with_network(net).with_network_aliases("sidecar").with_exposed_ports(8080) \
-            .waiting_for(HttpWaitStrategy(8080, "/readyz").with_startup_timeout(120)) as sidecar, \
-            DockerContainer(f"opensearchproject/opensearch:{OPENSEARCH_VERSION}") \
-            .with_env("discovery.type", "single-node").with_env("DISABLE_SECURITY_PLUGIN", "true") \
-            .with_env("DISABLE_INSTALL_DEMO_CONFIG", "true") \
-            .with_env("OPENSEARCH_JAVA_OPTS", "-Xms1g -Xmx1g") \
-            .with_network(net).with_exposed_ports(9200) \
-            .waiting_for(HttpWaitStrategy(9200, "/_cluster/health").with_startup_timeout(240)) as node:
-        cluster = apply.OpenSearch(f"http://{node.get_container_host_ip()}:{node.get_exposed_port(9200)}")
-        apply.configure(cluster, "http://sidecar:8080", TOKEN)
-        assert apply.index_semeval(cluster, str(SEMEVAL)) > 100
-        query = read_spec(f"semeval:{SEMEVAL}").queries[0].query.title
-        hits = apply.search(cluster, query)
-        assert hits
-        # The scores are the sidecar's own: ask it directly for the same titles.
-        sidecar_url = f"http://{sidecar.get_container_host_ip()}:{sidecar.get_exposed_port(8080)}"
-        request = urllib.request.Request(
-            f"{sidecar_url}/v1/rerank", method="POST",
-            data=json.dumps({"query": query,
-                             "documents": [h["_source"]["rerank_text"] for h in hits]}).encode(),
-            headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=30) as resp:
-            direct = {r["index"]: r["relevance_score"] for r in json.loads(resp.read())["results"]}
-        assert [h["_score"] for h in hits] == pytest.approx([direct[i] for i in range(len(hits))], abs=1e-5)
-        assert [h["_score"] for h in hits] == sorted((h["_score"] for h in hits), reverse=True)

@@ -189,3 +189,26 @@ def test_the_script_runs_end_to_end_as_the_docs_give_it(opensearch, sidecar):
     assert len(results) == 10
     scores = [float(line.split()[0]) for line in results]
     assert scores == sorted(scores, reverse=True) and all(0.0 <= s <= 1.0 for s in scores)
+
+
+def test_a_query_that_is_json_with_quotes_keeps_the_first_stage_order(configured, cluster, sidecar):
+    """ml-commons escapes each value before it fills the connector's body, except a value that already
+    parses as JSON (``ConnectorUtils.escapeRemoteInferenceInputData``): such a query's quotes break the
+    body ("Invalid payload"). With the pipeline's ``ignore_failure`` the search answers all the same, in
+    the first stage's order; the same query with its double quotes made single is reranked."""
+    query = '{"error": "apt-get install failed"}'
+    got, first_stage, _ = _first_stage_order_through(cluster, apply.PIPELINE, query)
+    assert got == first_stage and got
+    reranked_as_the_sidecar_ranks_the_window(cluster, sidecar, query.replace('"', "'"), SEMEVAL_INDEX)
+
+
+def test_a_page_beyond_the_last_hit_answers_with_no_hits(configured, cluster):
+    """The rerank processor asks ml-commons to score an empty list, which it refuses
+    (``TextSimilarityInputDataSet``); ``ignore_failure`` turns that into the empty page it should be."""
+    query = read_spec(f"semeval:{SEMEVAL_DEV}").queries[0].query.title
+    body = apply.render("query.json", QUERY=query)
+    first_stage = {key: value for key, value in body.items() if key != "ext"}
+    total = cluster.call("POST", f"/{SEMEVAL_INDEX}/_search", {**first_stage, "track_total_hits": True})
+    page = {**body, "from": total["hits"]["total"]["value"] + 10}
+    answer = cluster.call("POST", f"/{SEMEVAL_INDEX}/_search?search_pipeline={apply.PIPELINE}", page)
+    assert answer["hits"]["hits"] == []
