@@ -17,11 +17,11 @@ from typing import Any
 import click
 
 from es_plugin_bridge.cli.es_options import connection_options, pop_connection, sidecar_options
-from es_plugin_bridge.elastic.mode_names import MODES
+from es_plugin_bridge.elastic.mode_registry import mode_names
 from es_plugin_bridge.errors import UserError
 
 DEFAULT_INDEX = "esrerank-questions"
-MODE_CHOICE = click.Choice(list(MODES))
+MODE_CHOICE = click.Choice(list(mode_names()))
 STAGE_CHOICE = click.Choice(["bm25", "lmdirichlet"])
 
 index_option = click.option(

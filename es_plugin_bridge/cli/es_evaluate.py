@@ -18,13 +18,13 @@ import click
 
 from es_plugin_bridge.cli.es_options import pop_connection
 from es_plugin_bridge.cli.evaluate import evaluate
-from es_plugin_bridge.elastic.mode_names import MODES
+from es_plugin_bridge.elastic.mode_registry import mode_names
 from es_plugin_bridge.errors import UserError
 
 EXTRA = [
     click.Option(
         ["--mode"],
-        type=click.Choice(list(MODES)),
+        type=click.Choice(list(mode_names())),
         default="bridge",
         show_default=True,
         help="How Elasticsearch computes the fused ranker (hybrid, hybrid-rrf: those rankers instead).",

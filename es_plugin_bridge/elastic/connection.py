@@ -9,7 +9,7 @@ credential is a one-line ``UserError``, not a traceback.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -183,7 +183,7 @@ class ClusterInfo:
 
     def require(self, mode: str) -> None:
         """UserError naming the version or licence a mode needs when this cluster lacks it."""
-        need = MODE_REQUIREMENTS[mode]
+        need = requirements(mode)
         version = need.get("version")
         if version is not None and not _version_ok(self.version, version):
             raise UserError(
@@ -207,14 +207,9 @@ def _version_ok(have: tuple[int, int, int], need: dict[int, tuple[int, int]]) ->
 
 ENTERPRISE_LICENCES = frozenset({"trial", "enterprise"})
 
-#: What each mode needs (../shared/ELASTICSEARCH.md, "Versions and licences").
-MODE_REQUIREMENTS: dict[str, dict[str, Any]] = {
-    "native": {
-        "version": {8: (8, 19), 9: (9, 1)},
-        "version_text": "8.19+ or 9.1+",
-        "licence": True,
-        "why": "the custom inference service and text_similarity_reranker",
-    },
+#: What the two features that are not modes need; a mode's own needs are in its registry entry
+#: (``es_plugin_bridge.elastic.mode_registry``), read by :func:`requirements`.
+FEATURE_REQUIREMENTS: dict[str, dict[str, Any]] = {
     # allow_rerank_failures on text_similarity_reranker: 8.19 / 9.1 (TextSimilarityRankRetrieverBuilder)
     "native-allow-failures": {
         "version": {8: (8, 19), 9: (9, 1)},
@@ -227,13 +222,16 @@ MODE_REQUIREMENTS: dict[str, dict[str, Any]] = {
         "licence": True,
         "why": "the linear retriever",
     },
-    "vectors": {},
-    "bridge": {},
-    # include_named_queries_score (8.8.0: rest-api-spec search named_queries test); any licence.
-    "hybrid": {"version": {8: (8, 8), 9: (9, 0)}, "version_text": "8.8+"},
-    # rrf retriever on enterprise/trial 8.16+, else the client fuses the two windows: any licence.
-    "hybrid-rrf": {},
 }
+
+
+def requirements(name: str) -> Mapping[str, Any]:
+    """What a mode (from its registry entry) or a feature needs of the cluster."""
+    if name in FEATURE_REQUIREMENTS:
+        return FEATURE_REQUIREMENTS[name]
+    from es_plugin_bridge.elastic.mode_registry import mode_spec
+
+    return mode_spec(name).requires
 
 
 def _root_document(client: Any) -> dict[str, Any]:

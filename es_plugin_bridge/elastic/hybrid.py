@@ -59,7 +59,6 @@ from es_plugin_bridge.elastic import queries
 from es_plugin_bridge.elastic.connection import call
 from es_plugin_bridge.elastic.engine import ElasticsearchFirstStage
 from es_plugin_bridge.elastic.mappings import VECTOR_FIELD, rerank_text
-from es_plugin_bridge.elastic.mode_names import HYBRID_MODES
 from es_plugin_bridge.elastic.modes import Mode, ModeResult
 from es_plugin_bridge.elastic.sidecar_embedder import SidecarEmbedder
 from es_plugin_bridge.errors import UserError
@@ -539,4 +538,19 @@ def make_hybrid_mode(
         return HybridRrfMode(stage, {}, window, embedder, meta.neural_similarity, knn,
                              in_elasticsearch=rrf_in_elasticsearch(cluster),
                              embed_endpoint=(getattr(meta, "embedding", None) or {}).get("text_embedding"))
-    raise UserError(f"unknown mode {mode!r} (choose from {', '.join(HYBRID_MODES)})")
+    raise UserError(f"unknown mode {mode!r} (choose from hybrid, hybrid-rrf)")
+
+
+def build_hybrid(stage: ElasticsearchFirstStage, meta: Any, **options: Any) -> Mode:
+    """Mode ``hybrid``'s registry builder."""
+    return make_hybrid_mode("hybrid", stage, meta, **_hybrid_options(options))
+
+
+def build_hybrid_rrf(stage: ElasticsearchFirstStage, meta: Any, **options: Any) -> Mode:
+    """Mode ``hybrid-rrf``'s registry builder."""
+    return make_hybrid_mode("hybrid-rrf", stage, meta, **_hybrid_options(options))
+
+
+def _hybrid_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    keys = ("window", "sidecar_url", "token", "timeout", "cluster", "knn")
+    return {key: options[key] for key in keys}

@@ -18,7 +18,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from es_plugin_bridge.elastic.mode_names import MODES as ES_MODES
 from es_plugin_bridge.errors import UserError
 
 if TYPE_CHECKING:
@@ -27,8 +26,8 @@ if TYPE_CHECKING:
 RESULTS_INDEX_ENV = "ESRERANK_RESULTS_INDEX"
 DEFAULT_RESULTS_INDEX = "esrerank-runs"
 BASELINE = "bm25"
-#: The modes a run can be written under: every Elasticsearch mode, and ``none`` (an in-process run).
-MODES = (*ES_MODES, "none")
+#: The mode of an in-process run; a run through a cluster is written under its registered mode.
+NO_MODE = "none"
 
 #: Every metric a task reports (DESIGN.md), as written in the JSON; a test checks them against the
 #: evaluation modules. ``threshold`` (classify) is a run-level figure, not a per-query one.
@@ -118,8 +117,11 @@ def _check(engine: str, mode: str) -> None:
     engines = engine_names()
     if engine not in engines:
         raise UserError(f"results: engine {engine!r} is not one of {', '.join(engines)}")
-    if mode not in MODES:
-        raise UserError(f"results: mode {mode!r} is not one of {', '.join(MODES)}")
+    from es_plugin_bridge.elastic.mode_registry import mode_names
+
+    modes = (*mode_names(), NO_MODE)
+    if mode not in modes:
+        raise UserError(f"results: mode {mode!r} is not one of {', '.join(modes)}")
 
 
 def results_documents(task_result: TaskResult, *, run_id: str, dataset: str, engine: str, mode: str,

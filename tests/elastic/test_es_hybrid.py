@@ -32,7 +32,8 @@ from es_plugin_bridge.data.types import Question, RankingQuery
 from es_plugin_bridge.elastic import hybrid, mappings, queries
 from es_plugin_bridge.elastic.connection import ClusterInfo
 from es_plugin_bridge.elastic.engine import ElasticsearchFirstStage
-from es_plugin_bridge.elastic.mode_factory import MODES, make_mode
+from es_plugin_bridge.elastic.mode_factory import make_mode
+from es_plugin_bridge.elastic.mode_registry import mode_names
 from es_plugin_bridge.elastic.setup import IndexMeta
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.evaluation.retrieval import duplicate_queries
@@ -279,7 +280,7 @@ def cluster(licence: str = "trial", version: tuple[int, int, int] = (9, 5, 0)) -
 
 
 def test_licences_and_versions():
-    assert {"hybrid", "hybrid-rrf"} <= set(MODES)
+    assert {"hybrid", "hybrid-rrf"} <= set(mode_names())
     assert hybrid.rrf_in_elasticsearch(cluster("trial"))
     assert hybrid.rrf_in_elasticsearch(cluster("enterprise", (8, 16, 0)))
     assert not hybrid.rrf_in_elasticsearch(cluster("platinum"))  # RANK_RRF_FEATURE is ENTERPRISE

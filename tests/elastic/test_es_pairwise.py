@@ -37,7 +37,8 @@ from test_es_findings import es_client, recorder  # noqa: F401  (fixture)
 from es_plugin_bridge.data.spec import read_spec
 from es_plugin_bridge.elastic import mappings
 from es_plugin_bridge.elastic.connection import ClusterInfo
-from es_plugin_bridge.elastic.mode_factory import VECTOR_MODES, make_mode
+from es_plugin_bridge.elastic.mode_factory import make_mode
+from es_plugin_bridge.elastic.mode_registry import vector_modes
 from es_plugin_bridge.elastic.provision import FromIndex, provision
 from es_plugin_bridge.elastic.setup import FIRST_STAGES, IndexMeta, meta_for_model
 from es_plugin_bridge.errors import UserError
@@ -283,7 +284,7 @@ def search_answers(rec: Any, pair_model: Any, stages: list[str], hits: list[dict
            {"_id": "x", "found": True, "_source": {"title": "t", "body": ""}})
 
 
-@pytest.mark.parametrize("mode", VECTOR_MODES)
+@pytest.mark.parametrize("mode", vector_modes())
 def test_modes_that_need_vectors_are_refused_in_one_line(
         pair_model, sidecar, recorder, cli, stages, mode):  # noqa: F811
     rec, es_url = recorder
@@ -365,7 +366,7 @@ def test_make_mode_refuses_before_asking_the_cluster():
     class Stage:
         index, similarity = "questions", "bm25"
 
-    for mode in VECTOR_MODES:
+    for mode in vector_modes():
         with pytest.raises(UserError, match=rf"^mode {mode} needs the model's vectors; m \(any-pair-type\)"):
             make_mode(mode, Stage(), meta, window=10, sidecar_url="http://x:1", token=None, timeout=1.0,  # type: ignore[arg-type]
                       cluster=ClusterInfo((9, 1, 0), "basic", True))

@@ -1,0 +1,71 @@
+"""The registry of search modes: per mode, its name, the engines it runs on, what it needs and how it
+is built. Everything that lists modes reads it: the ``--mode`` choices of ``es search`` and ``es
+evaluate``, the modes that need stored vectors, the version and licence table ``ClusterInfo.require``
+checks, and the modes the results index accepts.
+
+Each module of this package registers its modes with :func:`register_mode`; adding a mode means adding
+a module here (and the code that builds it, named as ``"module:attr"`` text so that listing the modes
+for ``--help`` loads no client) and its tests. Modules here stay cheap to import.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from es_plugin_bridge.errors import UserError
+from es_plugin_bridge.plugins import Registry
+
+__all__ = ["ModeSpec", "mode_names", "mode_spec", "register_mode", "vector_modes"]
+
+
+@dataclass(frozen=True)
+class ModeSpec:
+    """One mode. ``requires``: the cluster version and licence it needs, in ``ClusterInfo.require``'s
+    shape (``version``: {major: (major, first minor)}, ``version_text``, ``licence``, ``why``);
+    ``builder``: ``"module:attr"`` of ``build(stage, meta, *, window, sidecar_url, token, timeout,
+    cluster, allow_rerank_failures, knn) -> Mode``; ``order``: its place in ``--help``."""
+
+    name: str
+    builder: str
+    summary: str
+    engines: tuple[str, ...] = ("elasticsearch",)
+    needs_vectors: bool = False
+    requires: Mapping[str, Any] = field(default_factory=dict)
+    order: int = 0
+
+    def load(self) -> Callable[..., Any]:
+        module, _, attr = self.builder.partition(":")
+        return getattr(importlib.import_module(module), attr)
+
+
+_MODES: Registry[ModeSpec] = Registry("mode", __name__)
+
+
+def register_mode(spec: ModeSpec) -> ModeSpec:
+    return _MODES.add(spec.name, spec)
+
+
+def _sorted() -> list[ModeSpec]:
+    return sorted(_MODES.values(), key=lambda spec: (spec.order, spec.name))
+
+
+def mode_names(engine: str | None = None) -> tuple[str, ...]:
+    """The modes (those that run on ``engine``, when given), in ``--help`` order."""
+    return tuple(s.name for s in _sorted() if engine is None or engine in s.engines)
+
+
+def vector_modes() -> tuple[str, ...]:
+    """The modes that search the stored vectors or embed the query: an index without vectors, or a
+    pairwise model (no vector per text), cannot run them."""
+    return tuple(s.name for s in _sorted() if s.needs_vectors)
+
+
+def mode_spec(name: str) -> ModeSpec:
+    """The registered mode ``name``; a one-line UserError listing the modes when there is none."""
+    known = mode_names()
+    if name not in known:
+        raise UserError(f"unknown mode {name!r} (known: {', '.join(known)})")
+    return _MODES.get(name)
