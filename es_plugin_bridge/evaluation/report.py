@@ -11,7 +11,7 @@ import contextvars
 import json
 import os
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -20,6 +20,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from es_plugin_bridge.evaluation.results import TaskResult
+from es_plugin_bridge.evaluation.significance import significance, verdict
 
 PER_QUERY_SUFFIX = ".per_query.jsonl"
 
@@ -104,8 +105,10 @@ def per_query_path(json_path: Path) -> Path:
 
 
 def write_json(result: TaskResult, path: Path) -> Path:
-    """The contract JSON: ``{"task", "n_queries", "rankers": {name: {metric: percent}}}``."""
-    return write_atomic(path, lambda f: f.write(json.dumps(result.as_json(), indent=2) + "\n"))
+    """The contract JSON, ``{"task", "n_queries", "rankers": {name: {metric: percent}}}``, plus
+    ``"significance"``: each ranker's paired tests against the first stage and the best other ranker."""
+    body = {**result.as_json(), "significance": significance(result)}
+    return write_atomic(path, lambda f: f.write(json.dumps(body, indent=2) + "\n"))
 
 
 def write_per_query(result: TaskResult, path: Path) -> Path:
@@ -122,18 +125,33 @@ def write_per_query(result: TaskResult, path: Path) -> Path:
     return write_atomic(path, write)
 
 
-def table(result: TaskResult, title: str = "") -> Table:
-    """A rich table: one row per ranker, one column per metric (percent), best value in bold."""
+def table(result: TaskResult, title: str = "", tests: Mapping[str, Any] | None = None) -> Table:
+    """A rich table: one row per ranker, one column per metric (percent), best value in bold, then the
+    paired tests' p-values on the main metric against the first stage and the best other ranker
+    (``evaluation.significance``; ``*`` below 0.05)."""
     table = Table(title=escape(title) if title else f"{result.task} ({result.n_queries} queries)")
     table.add_column("ranker", style="cyan")
     for metric in result.metric_names:
         table.add_column(metric, justify="right")
+    tests = tests if tests is not None else significance(result)
+    by_ranker = tests["rankers"]
+    shown = len(result.rankers) > 1 and bool(by_ranker)
+    if shown:
+        table.caption = (f"p: paired Fisher randomization test on per-query {tests['metric']}, two-sided; "
+                         f"* p < {tests['alpha']}")
+        table.add_column(f"p vs {tests['first_stage'] or 'first stage'}", justify="right")
+        table.add_column("p vs best other", justify="right")
     table.add_column("seconds", justify="right", style="dim")
     data = result.as_json()["rankers"]
     best = {m: max(v[m] for v in data.values()) for m in result.metric_names if m != "threshold"}
     for name, values in data.items():
         cells = [f"[bold]{values[m]:.2f}[/bold]" if best.get(m) == values[m] and len(data) > 1
                  else f"{values[m]:.2f}" for m in result.metric_names]
+        if shown:
+            mine = by_ranker.get(name, {})
+            against = mine.get("vs_best_other")
+            cells += [verdict(mine.get("vs_first_stage")),
+                      verdict(against) + (f" ({escape(against['ranker'])})" if against else "")]
         table.add_row(escape(name), *cells, f"{result.rankers[name].seconds:.1f}")
     return table
 
