@@ -91,7 +91,7 @@ def setup_command(
     """Create the index for MODEL_DIR (an export-onnx directory) and register the sidecar as a reranker
     (and, where the licence allows, as the embedder of an ingest pipeline)."""
     from es_plugin_bridge.elastic.connection import cluster_info
-    from es_plugin_bridge.elastic.provision import FromIndex, provision
+    from es_plugin_bridge.elastic.provision import FromIndex, provision, provision_opensearch
     from es_plugin_bridge.elastic.setup import check_sidecar, meta_for_model
     from es_plugin_bridge.elastic.sidecar_embedder import SidecarEmbedder
     from es_plugin_bridge.serving.model_dir import ModelDirectory
@@ -106,11 +106,19 @@ def setup_command(
     ready = check_sidecar(SidecarEmbedder(sidecar_url, token=token, timeout=max(timeout, 10.0)), model)
     meta = meta_for_model(model, ready, TextOptions())
     client = connection.client()
+    cluster = cluster_info(client)
     source = None if from_index is None else FromIndex(from_index, title_field, body_field, id_field,
                                                        in_place)
-    done = provision(client, cluster_info(client), index_name, meta,
-                     sidecar_from_es=sidecar_from_es or sidecar_url, token=token, recreate=recreate,
-                     no_vectors=no_vectors, source=source, progress=not no_progress)
+    if cluster.is_opensearch:
+        if source is not None:
+            raise UserError("--from-index is for Elasticsearch; on OpenSearch, index your questions with "
+                            "`esrerank es index`")
+        done = provision_opensearch(client, cluster, index_name, meta, sidecar=sidecar_from_es or sidecar_url,
+                                    token=token, recreate=recreate)
+    else:
+        done = provision(client, cluster, index_name, meta,
+                         sidecar_from_es=sidecar_from_es or sidecar_url, token=token, recreate=recreate,
+                         no_vectors=no_vectors, source=source, progress=not no_progress)
     for line in done.lines:
         click.echo(line)
     if from_index is None:
@@ -121,7 +129,10 @@ def setup_command(
 
 def _best_mode(meta: Any) -> str:
     """The mode to suggest first: hybrid where the index holds vectors, else native where it has an
-    endpoint (a pairwise model, or --no-vectors), else bridge (runs anywhere)."""
+    endpoint (a pairwise model, or --no-vectors), rerank where OpenSearch has a search pipeline for it,
+    else bridge (runs anywhere)."""
+    if meta.search_pipeline:
+        return "rerank"
     if meta.dimension is not None:
         return "hybrid"
     return "native" if meta.inference else "bridge"

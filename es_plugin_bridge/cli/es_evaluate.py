@@ -95,6 +95,7 @@ def _setup(options: dict[str, Any], conn: Any, first_stage: str | None) -> Any:
         from es_plugin_bridge.elastic.connection import call, cluster_info
         from es_plugin_bridge.elastic.engine import open_engine
         from es_plugin_bridge.elastic.mode_factory import make_mode, refuse_without_vectors
+        from es_plugin_bridge.elastic.mode_registry import mode_spec
         from es_plugin_bridge.elastic.ranker import ModeRanker
         from es_plugin_bridge.elastic.results_index import index_results, results_documents, results_run_id
         from es_plugin_bridge.elastic.setup import check_sidecar, meta_for_model, register_endpoints
@@ -129,7 +130,13 @@ def _setup(options: dict[str, Any], conn: Any, first_stage: str | None) -> Any:
                     force=True,
                 )
             meta = replace(meta, inference=endpoints)
-        if mode not in ("vectors", "hybrid", "hybrid-rrf"):
+        if mode == "rerank":  # OpenSearch calls the sidecar through a search pipeline made for this run
+            from es_plugin_bridge.elastic.opensearch_rerank import register_rerank, unregister_rerank
+
+            registered = register_rerank(client, name, options["sidecar_from_es"] or sidecar_url, token)
+            stack.callback(unregister_rerank, client, registered)
+            meta = replace(meta, search_pipeline=registered["search_pipeline"])
+        if not mode_spec(mode).needs_vectors:
             meta = replace(meta, dimension=None)
 
         def engine_factory(tokens: Any) -> Any:
@@ -149,8 +156,8 @@ def _setup(options: dict[str, Any], conn: Any, first_stage: str | None) -> Any:
             )
 
         made: list[ModeRanker] = []
-        # Modes hybrid and hybrid-rrf compute the rankers of those names (es_plugin_bridge/elastic/hybrid.py).
-        ranker_name = mode if mode in ("hybrid", "hybrid-rrf") else "fused"
+        # The in-process ranker whose order the mode gives (fused; hybrid; model for OpenSearch's rerank).
+        ranker_name = mode_spec(mode).ranker
 
         def fused(context: Any) -> ModeRanker:
             searcher = make_mode(
@@ -175,16 +182,14 @@ def _setup(options: dict[str, Any], conn: Any, first_stage: str | None) -> Any:
                         f"queries (first: {ranker.fallbacks[0]})"
                     )
             result.notes.append(
-                f"Elasticsearch {cluster.version_text} ({cluster.licence}), index {name}, "
-                f"{ranker_name} = mode {mode} over {stage_name}"
+                f"{cluster.name} ({cluster.licence}), index {name}, {ranker_name} = mode {mode} over "
+                f"{stage_name}"
             )
             if options["no_results_index"]:
                 return
             dataset = options["dataset"] or _dataset(options)
-            run_id = results_run_id(result, dataset=dataset, engine="elasticsearch", mode=mode)
-            docs = results_documents(
-                result, run_id=run_id, dataset=dataset, engine="elasticsearch", mode=mode
-            )
+            run_id = results_run_id(result, dataset=dataset, engine=cluster.engine, mode=mode)
+            docs = results_documents(result, run_id=run_id, dataset=dataset, engine=cluster.engine, mode=mode)
             with_errors = call(
                 f"writing results to {options['results_index']}",
                 index_results,

@@ -27,6 +27,7 @@ from typing import Any, Generic, NamedTuple, TypeVar
 from elastic_transport import TransportError
 from elasticsearch import ApiError, Elasticsearch
 from elasticsearch.helpers import expand_action
+from opensearchpy.exceptions import TransportError as OpenSearchError
 from tqdm import tqdm
 
 from es_plugin_bridge.errors import UserError
@@ -35,6 +36,8 @@ Q = TypeVar("Q")
 T = TypeVar("T")
 
 MAX_REASON_CHARS = 300
+#: What a request can raise, from either engine's client (OpenSearch's: elastic/opensearch_client.py).
+REQUEST_ERRORS = (ApiError, TransportError, OpenSearchError)
 
 
 class Failure(NamedTuple):
@@ -157,7 +160,7 @@ class _Retry:
                 self.wait(attempt)
             try:
                 return fn(**kwargs), 200, ""
-            except (ApiError, TransportError) as exc:
+            except REQUEST_ERRORS as exc:
                 status, reason = _status_of(exc), _reason_of_exception(exc)
             if not _retryable(status):
                 break
@@ -209,7 +212,7 @@ class _Run(Generic[Q]):
             operations = [line for _, head, source in pending for line in (head, source) if line is not None]
             try:
                 items = self.es.bulk(operations=operations, index=self.index)["items"]
-            except (ApiError, TransportError) as exc:
+            except REQUEST_ERRORS as exc:
                 status = _status_of(exc)
                 if last or not _retryable(status):
                     self.report._fail([p[0] for p in pending], status,
@@ -249,6 +252,8 @@ def _retryable(status: int | None) -> bool:
 
 
 def _status_of(exc: Exception) -> int | None:
+    if isinstance(exc, OpenSearchError):  # its status_code is "N/A" when no answer came
+        return exc.status_code if isinstance(exc.status_code, int) else None
     return exc.status_code if isinstance(exc, ApiError) else None
 
 
@@ -261,10 +266,10 @@ def _batches(items: Iterable[T], size: int) -> Iterator[list[T]]:
 def _require_index(es: Elasticsearch, index: str) -> None:
     try:
         exists = bool(es.indices.exists(index=index))
-    except (ApiError, TransportError) as exc:
-        raise UserError(f"cannot check Elasticsearch index {index!r}: {_reason_of_exception(exc)}") from exc
+    except REQUEST_ERRORS as exc:
+        raise UserError(f"cannot check index {index!r}: {_reason_of_exception(exc)}") from exc
     if not exists:
-        raise UserError(f"Elasticsearch index {index!r} does not exist: create it first (esrerank es setup)")
+        raise UserError(f"index {index!r} does not exist: create it first (esrerank es setup)")
 
 
 def _expand(action: dict[str, Any], id_: str, index: str) -> _Pending:
@@ -290,6 +295,8 @@ def _reason_of_error(error: Any) -> str:
 
 
 def _reason_of_exception(exc: Exception) -> str:
+    if isinstance(exc, OpenSearchError) and isinstance(exc.info, dict):
+        return _reason_of_error(exc.info.get("error", exc.info))
     if isinstance(exc, ApiError) and isinstance(exc.body, dict):
         return _reason_of_error(exc.body.get("error", exc.body))
     return _short(f"{type(exc).__name__}: {exc}")

@@ -101,13 +101,46 @@ class Connection:
         if self.ca_certs and not os.path.isfile(self.ca_certs):
             raise UserError(f"--es-ca-certs {self.ca_certs}: no such file")
 
+    def engine(self) -> str:
+        """``opensearch`` when ``GET /`` names that distribution, else ``elasticsearch`` (also when the
+        answer is an error or does not come: the Elasticsearch client then says what is wrong)."""
+        import base64
+        import json
+        import ssl
+        import urllib.request
+
+        headers = {"Accept": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"ApiKey {self.api_key}"
+        elif self.username:
+            pair = f"{self.username}:{self.password}".encode()
+            headers["Authorization"] = "Basic " + base64.b64encode(pair).decode()
+        context = ssl.create_default_context(cafile=self.ca_certs) if self.ca_certs else None
+        request = urllib.request.Request(self.url.rstrip("/") + "/", headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=min(self.timeout, 10.0), context=context) as resp:
+                info = json.loads(resp.read())
+        except (OSError, ValueError):
+            return "elasticsearch"
+        distribution = (info.get("version") or {}).get("distribution") if isinstance(info, dict) else None
+        return "opensearch" if distribution == "opensearch" else "elasticsearch"
+
     def client(self) -> Any:
-        """An ``elasticsearch.Elasticsearch`` client (nothing is sent yet)."""
+        """A client of the cluster at ``url``: elasticsearch-py's, or for an OpenSearch cluster (its
+        ``GET /``) an :class:`~es_plugin_bridge.elastic.opensearch_client.OpenSearchClient`, which
+        takes the same calls."""
+        self.check()
+        if self.engine() == "opensearch":
+            from es_plugin_bridge.elastic.opensearch_client import connect
+
+            if self.api_key:
+                raise UserError("OpenSearch takes --es-username/--es-password, not an API key")
+            return connect(self.url, username=self.username, password=self.password, ca_certs=self.ca_certs,
+                           timeout=self.timeout)
         if client_version()[:2] < MIN_CLIENT:
             check_client_version(9)
         from elasticsearch import Elasticsearch
 
-        self.check()
         options: dict[str, Any] = {"request_timeout": self.timeout}
         if self.api_key:
             options["api_key"] = self.api_key
@@ -124,9 +157,17 @@ def es_errors(what: str) -> Iterator[None]:
     from elastic_transport import ConnectionError as TransportConnectionError
     from elastic_transport import ConnectionTimeout
     from elasticsearch import ApiError, AuthenticationException, AuthorizationException
+    from opensearchpy import exceptions as os_errors
 
     try:
         yield
+    except os_errors.ConnectionError as exc:
+        raise UserError(f"{what}: OpenSearch is unreachable ({exc.info or exc.error})") from None
+    except os_errors.AuthenticationException:
+        raise UserError(f"{what}: OpenSearch refused the credentials (401); check "
+                        "--es-username/--es-password") from None
+    except os_errors.TransportError as exc:
+        raise UserError(f"{what}: OpenSearch answered {exc.status_code}: {_reason_of(exc.info)}") from None
     except (TransportConnectionError, ConnectionTimeout) as exc:
         raise UserError(f"{what}: Elasticsearch is unreachable ({exc.message})") from None
     except AuthenticationException:
@@ -141,7 +182,11 @@ def es_errors(what: str) -> Iterator[None]:
 
 
 def _reason(exc: Any) -> str:
-    body = getattr(exc, "body", None)
+    return _reason_of(getattr(exc, "body", None)) or str(exc)
+
+
+def _reason_of(body: Any) -> str:
+    """``type: reason`` of an error answer's root cause (both engines answer errors alike)."""
     if isinstance(body, dict):
         error = body.get("error")
         if isinstance(error, dict):
@@ -149,7 +194,7 @@ def _reason(exc: Any) -> str:
             return f"{root.get('type', 'error')}: {root.get('reason', '')}".strip()
         if error:
             return str(error)
-    return str(exc)
+    return str(body or "")
 
 
 def call(what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -163,8 +208,19 @@ class ClusterInfo:
     """The cluster's version and licence, to say which modes it can run before trying them."""
 
     version: tuple[int, int, int]
-    licence: str  # basic, trial, gold, platinum, enterprise, ... or "unknown"
+    licence: str  # basic, trial, gold, platinum, enterprise, ... or "unknown"; OpenSearch: "apache-2.0"
     licence_active: bool
+    engine: str = "elasticsearch"  # or "opensearch" (GET /'s version.distribution)
+
+    @property
+    def is_opensearch(self) -> bool:
+        """OpenSearch: ``es setup`` registers a search pipeline instead of inference endpoints."""
+        return self.engine == "opensearch"
+
+    @property
+    def name(self) -> str:
+        """``Elasticsearch 9.1.0`` / ``OpenSearch 2.19.1``: how messages name the cluster."""
+        return f"{'OpenSearch' if self.engine == 'opensearch' else 'Elasticsearch'} {self.version_text}"
 
     @property
     def version_text(self) -> str:
@@ -183,11 +239,17 @@ class ClusterInfo:
 
     def require(self, mode: str) -> None:
         """UserError naming the version or licence a mode needs when this cluster lacks it."""
+        from es_plugin_bridge.elastic.mode_registry import mode_names
+
+        if name_is_mode(mode) and mode not in mode_names(self.engine):
+            raise UserError(f"mode {mode} does not run on {self.name}; its modes: "
+                            f"{', '.join(mode_names(self.engine))}")
         need = requirements(mode)
         version = need.get("version")
         if version is not None and not _version_ok(self.version, version):
             raise UserError(
-                f"mode {mode} needs Elasticsearch {need['version_text']}; this cluster is {self.version_text}"
+                f"mode {mode} needs {self.name.split()[0]} {need['version_text']}; this cluster is "
+                f"{self.version_text}"
             )
         if need.get("licence") and not self.paid:
             raise UserError(
@@ -223,6 +285,10 @@ FEATURE_REQUIREMENTS: dict[str, dict[str, Any]] = {
         "why": "the linear retriever",
     },
 }
+
+
+def name_is_mode(name: str) -> bool:
+    return name not in FEATURE_REQUIREMENTS
 
 
 def requirements(name: str) -> Mapping[str, Any]:
@@ -264,6 +330,9 @@ def cluster_info(client: Any) -> ClusterInfo:
     ``GET /`` is sent with a plain ``application/json`` Accept header, which every major answers, so a
     client of the wrong major is named (with its install command) before any request it would break.
     """
+    if getattr(client, "engine", None) == "opensearch":
+        answer = call("reading the cluster version", client.info)
+        return ClusterInfo(_version_tuple(str(answer["version"]["number"])), "apache-2.0", True, "opensearch")
     info = _root_document(client)
     version = _version_tuple(str(info["version"]["number"]))
     check_client_version(version[0])

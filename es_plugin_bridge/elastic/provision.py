@@ -157,3 +157,29 @@ def _mode_lines(cluster: ClusterInfo, meta: IndexMeta, endpoints: dict[str, str]
                      else "mode hybrid:  ready (exact knn only: Manhattan vectors have no HNSW similarity)")
     lines.append("mode bridge:  ready")
     return lines
+
+
+def provision_opensearch(client: Any, cluster: ClusterInfo, index: str, meta: IndexMeta, *, sidecar: str,
+                         token: str | None, recreate: bool = False) -> Provisioned:
+    """``es setup`` on OpenSearch: the questions index (the same similarities, analyzer and fields as on
+    Elasticsearch; no vectors yet) and the search pipeline through which OpenSearch calls the sidecar."""
+    from es_plugin_bridge.elastic.opensearch_rerank import register_rerank
+
+    if call("checking the index", client.indices.exists, index=index):
+        if not recreate:
+            raise UserError(f"index {index} already exists (--recreate deletes it first)")
+        call(f"deleting {index}", client.indices.delete, index=index)
+    registered = register_rerank(client, index, sidecar, token)
+    meta = replace(meta, dimension=None, search_pipeline=registered["search_pipeline"])
+    body = mappings.index_body(meta=meta.as_dict())
+    call(f"creating index {index}", client.indices.create, index=index, **body)
+    done = Provisioned(index, meta)
+    done.lines += [
+        f"created index {index} for {meta.model} ({meta.model_type}, text only) on {cluster.name}",
+        f"registered ml-commons model {registered['model_id']} (connector {registered['connector_id']}) "
+        f"calling {sidecar.rstrip('/')}/v1/rerank",
+        f"mode rerank:  ready (search pipeline {registered['search_pipeline']})",
+        "mode bridge:  ready",
+        "modes native, vectors, hybrid, hybrid-rrf: Elasticsearch only",
+    ]
+    return done

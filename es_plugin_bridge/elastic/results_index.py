@@ -196,11 +196,15 @@ def index_results(client: Any, index: str, docs: Sequence[Mapping[str, Any]] | I
     """Bulk-index ``docs`` (creating the index first when missing): ``(indexed, errors)``.
 
     Errors are returned, not raised, so the caller can report every failed document by id."""
-    from elasticsearch import helpers
-
     ensure_results_index(client, index)
     actions = ({"_op_type": "index", "_index": index, "_id": results_doc_id(doc), "_source": dict(doc)}
                for doc in docs)
-    indexed, errors = helpers.bulk(client, actions, raise_on_error=False, raise_on_exception=False,
-                                   refresh="wait_for" if refresh else False)
+    # OpenSearch's client brings opensearch-py's bulk helper (the same arguments as elasticsearch-py's).
+    bulk = getattr(client, "bulk_helper", None)
+    if bulk is None:
+        from elasticsearch import helpers
+
+        bulk = helpers.bulk
+    indexed, errors = bulk(client, actions, raise_on_error=False, raise_on_exception=False,
+                           refresh="wait_for" if refresh else False)
     return int(indexed), list(errors) if isinstance(errors, list) else []

@@ -96,6 +96,8 @@ class IndexMeta:
     #: The model reads (query, document) pairs and has no vector per text (a cross-encoder); an index
     #: written before this key existed reads as False, which it was.
     pairwise: bool = False
+    #: OpenSearch: the search pipeline whose ``rerank`` processor calls the sidecar (mode rerank).
+    search_pipeline: str | None = None
 
     @property
     def no_vectors_reason(self) -> str | None:
@@ -129,6 +131,7 @@ class IndexMeta:
             "embedding": self.embedding,
             "source": self.source,
             "pairwise": self.pairwise,
+            "search_pipeline": self.search_pipeline,
         }
 
     @classmethod
@@ -147,6 +150,7 @@ class IndexMeta:
             embedding=dict(data.get("embedding") or {}),
             source=dict(data.get("source") or {}),
             pairwise=bool(data.get("pairwise", False)),
+            search_pipeline=data.get("search_pipeline"),
         )
 
     def beta(self, first_stage: str) -> dict[str, float]:

@@ -351,5 +351,5 @@ def test_unreachable_cluster_is_a_user_error(questions):
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     es = Elasticsearch(f"http://127.0.0.1:{port}", request_timeout=2)
-    with pytest.raises(UserError, match="cannot check Elasticsearch index 'questions': ConnectionError"):
+    with pytest.raises(UserError, match="cannot check index 'questions': ConnectionError"):
         index_questions(es, INDEX, questions, Prepare(), **FAST)

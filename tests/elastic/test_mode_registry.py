@@ -26,9 +26,14 @@ from es_plugin_bridge.errors import UserError
 MODES = mode_names()
 
 
-def test_the_five_modes_are_registered_in_help_order():
-    assert MODES == ("native", "vectors", "bridge", "hybrid", "hybrid-rrf")
+def test_the_modes_are_registered_in_help_order_with_their_engines():
+    assert MODES == ("native", "vectors", "bridge", "hybrid", "hybrid-rrf", "rerank")
     assert vector_modes() == ("vectors", "hybrid", "hybrid-rrf")
+    assert mode_names("elasticsearch") == ("native", "vectors", "bridge", "hybrid", "hybrid-rrf")
+    assert mode_names("opensearch") == ("bridge", "rerank")
+    assert {m: mode_spec(m).ranker for m in MODES} == {
+        "native": "fused", "vectors": "fused", "bridge": "fused", "hybrid": "hybrid",
+        "hybrid-rrf": "hybrid-rrf", "rerank": "model"}
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -38,8 +43,10 @@ def test_every_place_that_names_modes_has_this_one(mode):
     assert mode in searched and mode in evaluated
     spec = mode_spec(mode)
     assert callable(spec.load())  # its builder exists where its entry says
-    newest = ClusterInfo((9, 5, 0), "trial", True)
-    newest.require(mode)  # the requirement table knows it: a 9.5 trial cluster runs every mode
+    engine = spec.engines[0]
+    newest = ClusterInfo((9, 5, 0), "trial", True) if engine == "elasticsearch" else \
+        ClusterInfo((2, 19, 1), "apache-2.0", True, "opensearch")
+    newest.require(mode)  # the requirement table knows it: its engine's newest cluster runs it
     pairwise = SimpleNamespace(pairwise=True, model="tiny", model_type="cross-encoder")
     if spec.needs_vectors:
         with pytest.raises(UserError, match=f"mode {mode} needs the model's vectors"):
@@ -57,6 +64,10 @@ def test_a_modes_own_requirements_are_checked(mode, cluster, says):
     with pytest.raises(UserError, match=says):
         cluster.require(mode)
     ClusterInfo((9, 1, 0), "basic", True).require("bridge")  # bridge needs nothing of a cluster
+    with pytest.raises(UserError, match=r"mode rerank does not run on Elasticsearch 9\.1\.0; its modes: nat"):
+        ClusterInfo((9, 1, 0), "trial", True).require("rerank")
+    with pytest.raises(UserError, match=r"mode rerank needs OpenSearch 2\.15\+; this cluster is 2\.13\.0"):
+        ClusterInfo((2, 13, 0), "apache-2.0", True, "opensearch").require("rerank")
 
 
 def test_an_unknown_mode_is_one_line_naming_the_known_ones():

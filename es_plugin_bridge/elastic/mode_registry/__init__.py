@@ -26,7 +26,8 @@ class ModeSpec:
     """One mode. ``requires``: the cluster version and licence it needs, in ``ClusterInfo.require``'s
     shape (``version``: {major: (major, first minor)}, ``version_text``, ``licence``, ``why``);
     ``builder``: ``"module:attr"`` of ``build(stage, meta, *, window, sidecar_url, token, timeout,
-    cluster, allow_rerank_failures, knn) -> Mode``; ``order``: its place in ``--help``."""
+    cluster, allow_rerank_failures, knn) -> Mode``; ``ranker``: the in-process ranker whose order the
+    mode gives (``es evaluate`` reports the mode under that name); ``order``: its place in ``--help``."""
 
     name: str
     builder: str
@@ -34,6 +35,7 @@ class ModeSpec:
     engines: tuple[str, ...] = ("elasticsearch",)
     needs_vectors: bool = False
     requires: Mapping[str, Any] = field(default_factory=dict)
+    ranker: str = "fused"
     order: int = 0
 
     def load(self) -> Callable[..., Any]:

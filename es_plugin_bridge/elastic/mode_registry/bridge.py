@@ -1,8 +1,9 @@
 """Mode ``bridge``: the client takes the first-stage window, calls ``/v1/rerank`` and falls back to the
-first-stage order when the sidecar is slow or down; any version, any licence."""
+first-stage order when the sidecar is slow or down; any version, any licence, either engine."""
 
 from es_plugin_bridge.elastic.mode_registry import ModeSpec, register_mode
 
 register_mode(ModeSpec(
     "bridge", "es_plugin_bridge.elastic.mode_factory:build_bridge",
-    "the client calls the sidecar on the first-stage window", order=2))
+    "the client calls the sidecar on the first-stage window",
+    engines=("elasticsearch", "opensearch"), order=2))

@@ -8,9 +8,9 @@ register_mode(ModeSpec(
     "first stage and vectors, fused with β",
     needs_vectors=True,
     # include_named_queries_score (8.8.0: rest-api-spec search named_queries test); any licence
-    requires={"version": {8: (8, 8), 9: (9, 0)}, "version_text": "8.8+"}, order=3))
+    requires={"version": {8: (8, 8), 9: (9, 0)}, "version_text": "8.8+"}, ranker="hybrid", order=3))
 register_mode(ModeSpec(
     "hybrid-rrf", "es_plugin_bridge.elastic.hybrid:build_hybrid_rrf",
     "first stage and vectors, reciprocal-rank fusion",
     # rrf retriever on enterprise/trial 8.16+, else the client fuses the two windows: any licence
-    needs_vectors=True, order=4))
+    needs_vectors=True, ranker="hybrid-rrf", order=4))

@@ -1,0 +1,150 @@
+"""OpenSearch behind the part of elasticsearch-py's interface that the product's cluster code calls.
+
+The ``es`` commands, the first-stage engine, bulk indexing and the results index are written against
+elasticsearch-py (keyword arguments, ``client.options(...)``, answers with ``.meta.status``). That
+client refuses any server that is not Elasticsearch (it checks the ``X-Elastic-Product`` header), so an
+OpenSearch cluster is reached through opensearch-py, and this class gives it the same calls: each
+method builds the request body opensearch-py takes (``body=`` plus query parameters) from the keyword
+arguments the product passes. Only the calls the product makes are here; OpenSearch answers them with
+the same JSON (it forked Elasticsearch 7.10, and these APIs have not diverged).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from types import SimpleNamespace
+from typing import Any
+
+ENGINE = "opensearch"
+
+
+class Answer(dict):
+    """A JSON answer with its HTTP status at ``.meta.status``, as elasticsearch-py's responses have it."""
+
+    def __init__(self, body: Mapping[str, Any] | None, status: int = 200) -> None:
+        super().__init__(body or {})
+        self.meta = SimpleNamespace(status=status)
+
+    @property
+    def body(self) -> dict[str, Any]:
+        return dict(self)
+
+
+def _drop_none(values: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in values.items() if value is not None}
+
+
+class OpenSearchClient:
+    """An opensearch-py client with elasticsearch-py's calling conventions (for the calls used here).
+
+    ``ignore_status``: statuses answered as an :class:`Answer` with that status instead of raised,
+    as ``Elasticsearch.options(ignore_status=...)`` does.
+    """
+
+    engine = ENGINE
+
+    def __init__(self, client: Any, ignore_status: Iterable[int] = ()) -> None:
+        self._os = client
+        self._ignore = frozenset(ignore_status)
+        self.indices = _Indices(self)
+
+    @property
+    def raw(self) -> Any:
+        """The opensearch-py client, for what has no Elasticsearch twin (ml-commons, search pipelines)."""
+        return self._os
+
+    def options(self, *, ignore_status: int | Iterable[int] = (), **_: Any) -> OpenSearchClient:
+        """Elasticsearch's per-call options: ``ignore_status`` is kept; retry and timeout options are
+        the transport's own here (opensearch-py retries nothing unless told), so they are accepted."""
+        statuses = (ignore_status,) if isinstance(ignore_status, int) else tuple(ignore_status)
+        return OpenSearchClient(self._os, statuses)
+
+    def _call(self, fn: Any, **kwargs: Any) -> Answer:
+        from opensearchpy.exceptions import TransportError
+
+        try:
+            answer = fn(**kwargs)
+        except TransportError as exc:
+            status = exc.status_code if isinstance(exc.status_code, int) else None
+            if status in self._ignore:
+                return Answer(exc.info if isinstance(exc.info, dict) else {}, status)
+            raise
+        return Answer(answer if isinstance(answer, Mapping) else {"result": answer})
+
+    @staticmethod
+    def bulk_helper(client: OpenSearchClient, actions: Iterable[Mapping[str, Any]], **options: Any) -> Any:
+        """``opensearchpy.helpers.bulk`` on the wrapped client: elasticsearch-py's ``helpers.bulk``
+        contract (``(indexed, errors)``, the same options)."""
+        from opensearchpy import helpers
+
+        return helpers.bulk(client.raw, actions, **options)
+
+    def info(self) -> Answer:
+        return self._call(self._os.info)
+
+    def search(self, *, index: str, query: Any = None, size: int | None = None, source: Any = None,
+               track_total_hits: Any = None, preference: str | None = None,
+               search_pipeline: str | None = None, verbose_pipeline: bool | None = None,
+               **body: Any) -> Answer:
+        """``POST /index/_search``; every other keyword (``rescore``, ``ext``, ...) goes into the body."""
+        payload = _drop_none({"query": query, "size": size, "_source": source,
+                              "track_total_hits": track_total_hits, **body})
+        params = _drop_none({"preference": preference, "search_pipeline": search_pipeline,
+                             "verbose_pipeline": "true" if verbose_pipeline else None})
+        return self._call(self._os.search, index=index, body=payload, params=params)
+
+    def get(self, *, index: str, id: str, source_includes: list[str] | None = None) -> Answer:
+        params = _drop_none({"_source_includes": ",".join(source_includes) if source_includes else None})
+        return self._call(self._os.get, index=index, id=id, params=params)
+
+    def mget(self, *, index: str, ids: list[str], source: Any = None,
+             source_includes: list[str] | None = None) -> Answer:
+        params = _drop_none({"_source": "false" if source is False else None,
+                             "_source_includes": ",".join(source_includes) if source_includes else None})
+        return self._call(self._os.mget, index=index, body={"ids": list(ids)}, params=params)
+
+    def bulk(self, *, operations: list[Any], index: str | None = None, refresh: Any = None) -> Answer:
+        params = _drop_none({"refresh": refresh})
+        return self._call(self._os.bulk, body=operations, index=index, params=params)
+
+
+class _Indices:
+    def __init__(self, owner: OpenSearchClient) -> None:
+        self._owner = owner
+
+    @property
+    def _os(self) -> Any:
+        return self._owner.raw.indices
+
+    def exists(self, *, index: str) -> bool:
+        return bool(self._os.exists(index=index))
+
+    def create(self, *, index: str, settings: Any = None, mappings: Any = None) -> Answer:
+        body = _drop_none({"settings": settings, "mappings": mappings})
+        return self._owner._call(self._os.create, index=index, body=body)
+
+    def delete(self, *, index: str) -> Answer:
+        return self._owner._call(self._os.delete, index=index)
+
+    def refresh(self, *, index: str) -> Answer:
+        return self._owner._call(self._os.refresh, index=index)
+
+    def get_mapping(self, *, index: str) -> Answer:
+        return self._owner._call(self._os.get_mapping, index=index)
+
+    def put_mapping(self, *, index: str, properties: Any = None, meta: Any = None) -> Answer:
+        body = _drop_none({"properties": properties, "_meta": meta})
+        return self._owner._call(self._os.put_mapping, index=index, body=body)
+
+
+def connect(url: str, *, username: str | None = None, password: str | None = None,
+            ca_certs: str | None = None, timeout: float = 30.0) -> OpenSearchClient:
+    """An :class:`OpenSearchClient` for ``url`` (nothing is sent yet)."""
+    from opensearchpy import OpenSearch
+
+    options: dict[str, Any] = {"timeout": timeout}
+    if username:
+        options["http_auth"] = (username, password)
+    if ca_certs:
+        options.update(ca_certs=ca_certs, verify_certs=True)
+    return OpenSearchClient(OpenSearch(url, **options))

@@ -1,0 +1,190 @@
+"""OpenSearch calls the sidecar: the ml-commons connector, remote model and ``rerank`` search pipeline
+that ``es setup`` registers on an OpenSearch cluster, and mode ``rerank``, which searches through them.
+
+The bodies are those of ``mappings/opensearch/`` (``apply.py`` sends the same; a test checks they stay
+equal): the connector calls ``/v1/rerank`` with ml-commons' Cohere pre- and post-processing, read and
+connect timeouts set (ml-commons 2.19's defaults are read as 30000 seconds), and the pipeline's
+``rerank`` processor sends each hit's ``rerank_text`` and has ``ignore_failure``, so a sidecar that is
+down or slow leaves the first stage's order. Mode ``rerank`` asks for ``verbose_pipeline``, whose
+``processor_results`` say whether the processor ran, so such an answer is marked not reranked, with
+OpenSearch's reason, as the bridge marks its own fallback.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from es_plugin_bridge.data.types import Question
+from es_plugin_bridge.elastic import queries
+from es_plugin_bridge.elastic.connection import call
+from es_plugin_bridge.elastic.engine import ElasticsearchFirstStage
+from es_plugin_bridge.elastic.mappings import RERANK_FIELD, rerank_text
+from es_plugin_bridge.elastic.modes import Mode, ModeResult
+from es_plugin_bridge.errors import UserError
+
+TRUSTED = "plugins.ml_commons.trusted_connector_endpoints_regex"
+#: ml-commons' connector client timeouts, in seconds (``HttpJsonConnectorExecutor``: Duration.ofSeconds).
+CLIENT_CONFIG = {"connection_timeout": 2, "read_timeout": 5, "max_connection": 30}
+DEPLOY_SECONDS = 120.0
+
+
+def trusted_url_regex(sidecar_url: str) -> str:
+    """A regex matching exactly the connector's URL (ml-commons matches the whole URL)."""
+    return "^" + re.escape(sidecar_url.rstrip("/") + "/v1/rerank") + "$"
+
+
+def connector_body(sidecar_url: str, token: str) -> dict[str, Any]:
+    return {
+        "name": "esrerank-sidecar",
+        "description": "The esrerank sidecar's Cohere-shaped /v1/rerank (scores are P(relevant) in [0, 1])",
+        "version": "1",
+        "protocol": "http",
+        "parameters": {},
+        "credential": {"api_key": token},
+        "client_config": dict(CLIENT_CONFIG),
+        "actions": [{
+            "action_type": "predict",
+            "method": "POST",
+            "url": f"{sidecar_url.rstrip('/')}/v1/rerank",
+            "headers": {"Authorization": "Bearer ${credential.api_key}", "Content-Type": "application/json"},
+            "request_body": '{ "documents": ${parameters.documents}, "query": "${parameters.query}", '
+                            '"top_n": ${parameters.top_n} }',
+            "pre_process_function": "connector.pre_process.cohere.rerank",
+            "post_process_function": "connector.post_process.cohere.rerank",
+        }],
+    }
+
+
+def pipeline_body(model_id: str) -> dict[str, Any]:
+    return {
+        "description": "Rerank the hits of a question search with the esrerank sidecar (title and body: "
+                       "rerank_text); when the sidecar fails or is slow, the hits keep the first-stage order",
+        "response_processors": [{"rerank": {"ml_opensearch": {"model_id": model_id},
+                                            "context": {"document_fields": [RERANK_FIELD]},
+                                            "ignore_failure": True}}],
+    }
+
+
+def _request(client: Any, what: str, method: str, path: str, body: Any = None) -> dict[str, Any]:
+    return call(what, client.raw.transport.perform_request, method, path, body=body)
+
+
+def trusted_endpoints(client: Any) -> list[str]:
+    """The URL patterns the cluster trusts now (persistent, else transient, else the node's default)."""
+    settings = _request(client, "reading the cluster settings", "GET",
+                        "/_cluster/settings?include_defaults=true&flat_settings=true")
+    for scope in ("persistent", "transient", "defaults"):
+        value = settings.get(scope, {}).get(TRUSTED)
+        if value is not None:
+            return list(value) if isinstance(value, list) else [value]
+    return []
+
+
+def register_rerank(client: Any, index: str, sidecar_url: str, token: str | None,
+                    deploy_timeout: float = DEPLOY_SECONDS) -> dict[str, str]:
+    """Trust the sidecar's URL (beside those already trusted), create the connector and the remote
+    model, wait until it is deployed, and put the search pipeline ``<index>-rerank``; returns their ids."""
+    ours = trusted_url_regex(sidecar_url)
+    patterns = [p for p in trusted_endpoints(client) if p != ours] + [ours]
+    _request(client, "trusting the sidecar's URL", "PUT", "/_cluster/settings", {"persistent": {
+        TRUSTED: patterns, "plugins.ml_commons.connector.private_ip_enabled": True,
+        "plugins.ml_commons.only_run_on_ml_node": False}})
+    connector = _request(client, "creating the ml-commons connector", "POST",
+                         "/_plugins/_ml/connectors/_create", connector_body(sidecar_url, token or "no-token"))
+    registered = _request(client, "registering the remote model", "POST",
+                          "/_plugins/_ml/models/_register?deploy=true",
+                          {"name": f"esrerank-{index}", "function_name": "remote",
+                           "description": "Question-similarity reranker served by the esrerank sidecar",
+                           "connector_id": connector["connector_id"]})
+    model_id = _wait_deployed(client, registered, time.monotonic() + deploy_timeout)
+    pipeline = f"{index}-rerank"
+    _request(client, f"creating search pipeline {pipeline}", "PUT", f"/_search/pipeline/{pipeline}",
+             pipeline_body(model_id))
+    return {"connector_id": connector["connector_id"], "model_id": model_id, "search_pipeline": pipeline}
+
+
+def unregister_rerank(client: Any, registered: Mapping[str, str]) -> None:
+    """Remove what :func:`register_rerank` made (a run's own): the pipeline, the model, the connector.
+    Best effort: a cluster that refuses leaves them, and the run's result stands."""
+    from opensearchpy.exceptions import TransportError
+
+    steps = [("DELETE", f"/_search/pipeline/{registered['search_pipeline']}"),
+             ("POST", f"/_plugins/_ml/models/{registered['model_id']}/_undeploy"),
+             ("DELETE", f"/_plugins/_ml/models/{registered['model_id']}"),
+             ("DELETE", f"/_plugins/_ml/connectors/{registered['connector_id']}")]
+    for method, path in steps:
+        try:
+            client.raw.transport.perform_request(method, path)
+        except TransportError:
+            continue
+
+
+def _wait_deployed(client: Any, registered: Mapping[str, Any], deadline: float) -> str:
+    """The model id once ml-commons says ``DEPLOYED`` (the register task first, then the model)."""
+    model_id = registered.get("model_id")
+    task_id = registered.get("task_id")
+    while model_id is None:
+        task = _request(client, "waiting for the model", "GET", f"/_plugins/_ml/tasks/{task_id}")
+        if task.get("state") in ("FAILED", "COMPLETED_WITH_ERROR"):
+            raise UserError(f"registering the remote model failed: {task.get('error', task.get('state'))}")
+        model_id = task.get("model_id") if task.get("state") == "COMPLETED" else None
+        _check_deadline(deadline, f"task {task_id} is {task.get('state')}")
+    while True:
+        state = _request(client, "waiting for the model", "GET", f"/_plugins/_ml/models/{model_id}").get(
+            "model_state")
+        if state == "DEPLOYED":
+            return str(model_id)
+        if state == "DEPLOY_FAILED":
+            raise UserError(f"model {model_id} is DEPLOY_FAILED; OpenSearch's log says why (is the sidecar's "
+                            "URL reachable from OpenSearch?)")
+        _check_deadline(deadline, f"model {model_id} is {state}")
+
+
+def _check_deadline(deadline: float, state: str) -> None:
+    if time.monotonic() > deadline:
+        raise UserError(f"the remote model was not deployed in time: {state}")
+    time.sleep(0.5)
+
+
+class RerankMode(Mode):
+    """OpenSearch's ``rerank`` processor reorders the first stage's window by the sidecar's scores."""
+
+    name = "rerank"
+
+    def __init__(self, stage: ElasticsearchFirstStage, window: int, pipeline: str) -> None:
+        super().__init__(stage, {}, window)
+        self.pipeline = pipeline
+
+    def search(self, query: Question, k: int, *, only: Collection[str] | None = None,
+               exclude: Collection[str] | None = None) -> ModeResult:
+        tokens = self.stage.tokens(query)
+        first = queries.first_stage_query(self.stage.similarity, tokens, only=only, exclude=exclude)
+        size = max(k, min(self.window, len(only))) if only is not None else max(k, self.window)
+        ext = {"rerank": {"query_context": {"query_text": rerank_text(query)}}}
+        body = {"query": first, "ext": ext}
+        # Two rules of neural-search 2.19.1's RerankProcessor, found on a real node: it reads the
+        # document fields from each hit's _source in the answer (so rerank_text must be in it), and it
+        # reads the total hit count, which is null, failing the processor, under track_total_hits: false.
+        start = time.perf_counter()
+        answer = call(f"searching {self.index} (mode rerank)", self.client.search, index=self.index,
+                      size=size, source={"includes": [*self.stage.fields, RERANK_FIELD]},
+                      search_pipeline=self.pipeline, verbose_pipeline=True, **body)
+        ms = 1000 * (time.perf_counter() - start)
+        self.stage.remember(answer["hits"]["hits"])
+        failed = [r for r in answer.get("processor_results", []) if r.get("status") == "fail"]
+        hits = [(h["_id"], float(h["_score"])) for h in answer["hits"]["hits"]][:k]
+        reason = f"OpenSearch's rerank processor failed: {failed[0].get('error')}" if failed else None
+        return ModeResult(hits, not failed, fallback_reason=reason, timings_ms={"search": ms},
+                          request=body)
+
+
+def build_rerank(stage: ElasticsearchFirstStage, meta: Any, *, window: int, **_: Any) -> Mode:
+    """Mode ``rerank``'s registry builder: the search pipeline ``es setup`` put for the index."""
+    pipeline = getattr(meta, "search_pipeline", None)
+    if not pipeline:
+        raise UserError(f"index {stage.index} has no rerank search pipeline; run `esrerank es setup` "
+                        "against this OpenSearch cluster")
+    return RerankMode(stage, window, pipeline)

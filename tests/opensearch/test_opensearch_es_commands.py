@@ -1,0 +1,180 @@
+"""``esrerank es setup / index / search / evaluate`` against a real OpenSearch node and a live sidecar.
+
+The commands read the engine from the cluster (``GET /``) and reach OpenSearch through opensearch-py
+(``elastic/opensearch_client.py``). Modes on OpenSearch: ``rerank`` (OpenSearch calls the sidecar
+through the search pipeline ``es setup`` put: the hits come back in the sidecar's order of the first
+stage's window, the model's own order, with its scores) and ``bridge`` (this client calls the sidecar
+and fuses with β: the in-process ``fused`` ranker's order). ``es evaluate`` gives the in-process
+figures, and writes its results index on the node.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from live_sidecar import post, serve
+
+from es_plugin_bridge.data.questions import question_from_text
+from es_plugin_bridge.data.spec import read_spec
+from es_plugin_bridge.elastic import mappings
+from es_plugin_bridge.elastic.queries import first_stage_query
+from es_plugin_bridge.text import Preprocessor
+
+pytestmark = [pytest.mark.engine, pytest.mark.slow]
+
+SAMPLES = Path(__file__).resolve().parents[2] / "es_plugin_bridge" / "samples"
+SEMEVAL_DEV = SAMPLES / "semeval2016-task3" / "SemEval2016-Task3-CQA-QL-dev.xml"
+TOKEN = "es-commands-t0ken"
+INDEX = "es-questions"
+
+
+@pytest.fixture(scope="module")
+def sidecar(exported, tmp_path_factory):
+    with serve(exported["bow-cnn"], TOKEN, tmp_path_factory.mktemp("token")) as url:
+        yield url, exported["bow-cnn"]
+
+
+def common(opensearch, sidecar_url: str) -> list[str]:
+    return ["--es-url", opensearch.url, "--sidecar", sidecar_url, "--token", TOKEN]
+
+
+@pytest.fixture(scope="module")
+def indexed(opensearch, sidecar):
+    """es setup + es index of SemEval dev, through the console entry point's own code."""
+    from es_plugin_bridge.cli.main import main
+
+    url, model = sidecar
+
+    def run(argv: list[str]) -> int:
+        try:
+            main(argv)
+        except SystemExit as exc:
+            return int(exc.code or 0)
+        return 0
+
+    assert run(["es", "setup", str(model), "--index", INDEX, *common(opensearch, url)]) == 0
+    assert run(["es", "index", f"semeval:{SEMEVAL_DEV}", "--index", INDEX, "--no-progress",
+                *common(opensearch, url)]) == 0
+    return url
+
+
+def test_setup_says_what_runs_on_opensearch(opensearch, sidecar, cli):
+    url, model = sidecar
+    code, out, err = cli(["es", "setup", str(model), "--index", "setup-lines", *common(opensearch, url)])
+    assert code == 0, err
+    assert "on OpenSearch 2.19.1" in out and "mode rerank:  ready (search pipeline setup-lines-rerank)" in out
+    assert "next: esrerank es index SPEC --index setup-lines" in out
+    meta = opensearch.ok("GET", "/setup-lines/_mapping")["setup-lines"]["mappings"]["_meta"]["esrerank"]
+    assert meta["search_pipeline"] == "setup-lines-rerank" and meta["dimension"] is None
+    code, _, err = cli(["es", "setup", str(model), "--index", "setup-lines", *common(opensearch, url)])
+    assert code == 2 and "index setup-lines already exists (--recreate deletes it first)" in err
+
+
+def test_index_reports_counts_and_resumes(indexed, opensearch, cli):
+    code, out, err = cli(["es", "index", f"semeval:{SEMEVAL_DEV}", "--index", INDEX, "--resume",
+                          "--no-progress", *common(opensearch, indexed)])
+    assert code == 0, err
+    assert "read 550" in out and "skipped 550" in out
+    assert opensearch.ok("GET", f"/{INDEX}/_count")["count"] == 550
+
+
+def _window(opensearch, query: str, size: int) -> list[dict]:
+    tokens = Preprocessor().tokens(question_from_text(query))
+    body = {"query": first_stage_query("bm25", tokens), "size": size, "_source": ["rerank_text"]}
+    return opensearch.ok("POST", f"/{INDEX}/_search", body)["hits"]["hits"]
+
+
+@pytest.mark.parametrize("n", [0, 7, 23])
+def test_mode_rerank_is_the_sidecars_order_of_the_first_stage_window(indexed, opensearch, cli, n):
+    query = read_spec(f"semeval:{SEMEVAL_DEV}").queries[n].query.title
+    code, out, err = cli(["es", "search", query, "--mode", "rerank", "--json", "--window", "30",
+                          "--index", INDEX, *common(opensearch, indexed)])
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["reranked"] is True and result["fallback_reason"] is None
+    window = _window(opensearch, query, 30)
+    status, direct = post(f"{indexed}/v1/rerank", {
+        "query": mappings.rerank_text(question_from_text(query)),
+        "documents": [h["_source"]["rerank_text"] for h in window]}, TOKEN)
+    assert status == 200, direct
+    expected = [(window[r["index"]]["_id"], r["relevance_score"]) for r in direct["results"]][:10]
+    got = [(h["id"], h["score"]) for h in result["hits"]]
+    assert [s for _, s in got] == pytest.approx([s for _, s in expected], abs=1e-6)
+    assert {i for i, _ in got} == {i for i, _ in expected}
+
+
+def test_mode_bridge_reranks_on_opensearch(indexed, opensearch, cli):
+    query = read_spec(f"semeval:{SEMEVAL_DEV}").queries[3].query.title
+    code, out, err = cli(["es", "search", query, "--mode", "bridge", "--json", "--index", INDEX,
+                          *common(opensearch, indexed)])
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["reranked"] is True and len(result["hits"]) == 10
+    assert all(h["title"] for h in result["hits"])
+
+
+def test_elasticsearch_modes_are_refused_in_one_line(indexed, opensearch, cli):
+    code, out, err = cli(["es", "search", "visa", "--mode", "native", "--index", INDEX,
+                          *common(opensearch, indexed)])
+    assert code != 0 and out == ""
+    assert err.strip() == "error: mode native does not run on OpenSearch 2.19.1; its modes: bridge, rerank"
+
+
+def test_es_evaluate_bridge_gives_the_in_process_figures_and_writes_the_results_index(
+        indexed, opensearch, sidecar, cli, tmp_path):
+    _, model = sidecar
+    rankers = "bm25,lmdirichlet,fused"
+    base = ["--task", "rerank", "--data", f"semeval:{SEMEVAL_DEV}", "--rankers", rankers,
+            "--model", str(model), "--first-stage", "bm25", "--no-progress"]
+    code, _, err = cli(["evaluate", *base, "--json", str(tmp_path / "local.json")])
+    assert code == 0, err
+    code, out, err = cli(["es", "evaluate", *base, "--mode", "bridge", "--json", str(tmp_path / "os.json"),
+                          *common(opensearch, indexed)])
+    assert code == 0, err
+    local = json.loads((tmp_path / "local.json").read_text())["rankers"]
+    remote = json.loads((tmp_path / "os.json").read_text())["rankers"]
+    for name in rankers.split(","):
+        for metric, value in local[name].items():
+            assert remote[name][metric] == pytest.approx(value, abs=1.0), (name, metric)
+    assert "per-query results in index esrerank-runs" in out
+    runs = opensearch.ok("POST", "/esrerank-runs/_search", {"size": 0, "query": {"term": {"mode": "bridge"}}})
+    assert runs["hits"]["total"]["value"] >= 3 * 50
+
+
+def test_es_evaluate_rerank_gives_the_in_process_model_figures(indexed, opensearch, sidecar, cli, tmp_path):
+    """Mode rerank is the model's own order of the first stage's window: the in-process ``model``."""
+    _, model = sidecar
+    base = ["--task", "rerank", "--data", f"semeval:{SEMEVAL_DEV}", "--rankers", "bm25,model",
+            "--model", str(model), "--first-stage", "bm25", "--no-progress"]
+    code, _, err = cli(["evaluate", *base, "--json", str(tmp_path / "local.json")])
+    assert code == 0, err
+    code, out, err = cli(["es", "evaluate", *base, "--mode", "rerank", "--no-results-index",
+                          "--json", str(tmp_path / "os.json"), *common(opensearch, indexed)])
+    assert code == 0, err
+    local = json.loads((tmp_path / "local.json").read_text())["rankers"]
+    remote = json.loads((tmp_path / "os.json").read_text())["rankers"]
+    for name in ("bm25", "model"):
+        for metric, value in local[name].items():
+            assert remote[name][metric] == pytest.approx(value, abs=1.0), (name, metric)
+    assert "model = mode rerank over bm25" in out
+    # the run's pipeline is gone with it
+    pipelines = opensearch.call("GET", "/_search/pipeline")[1]
+    assert not [p for p in pipelines if p.startswith("esrerank-eval-")]
+
+
+def test_mode_rerank_says_when_opensearch_kept_the_first_stage_order(opensearch, exported, cli, tmp_path):
+    with serve(exported["bow-cnn"], TOKEN, tmp_path) as url:
+        code, _, err = cli(["es", "setup", str(exported["bow-cnn"]), "--index", "gone",
+                            *common(opensearch, url)])
+        assert code == 0, err
+        code, _, err = cli(["es", "index", f"semeval:{SEMEVAL_DEV}", "--index", "gone", "--no-progress",
+                            *common(opensearch, url)])
+        assert code == 0, err
+    code, out, err = cli(["es", "search", "visa for my wife", "--mode", "rerank", "--json", "--index", "gone",
+                          *common(opensearch, url)])
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["reranked"] is False and "rerank processor failed" in result["fallback_reason"]
+    assert len(result["hits"]) == 10
