@@ -14,12 +14,12 @@ OpenSearch node and a live sidecar: tests/opensearch/test_opensearch_rerank.py.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 from pathlib import Path
 
 import pytest
+from opensearch_apply import apply
 
 from es_plugin_bridge.data.spec import read_spec
 
@@ -29,14 +29,6 @@ SEMEVAL = ROOT / "es_plugin_bridge" / "samples" / "semeval2016-task3" / "SemEval
 TOKEN = "t0ken"
 
 
-def _load_apply():
-    spec = importlib.util.spec_from_file_location("opensearch_apply", OPENSEARCH / "apply.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-apply = _load_apply()
 VALUES = {"SIDECAR_RERANK_URL_REGEX": apply.trusted_url_regex("http://sidecar:8080"),
           "SIDECAR_URL": "http://sidecar:8080", "SIDECAR_TOKEN": TOKEN, "CONNECTOR_ID": "c1",
           "MODEL_ID": "m1", "QUERY": 'a "quoted" query'}
@@ -261,3 +253,17 @@ def test_the_docs_walk_through_the_same_files():
     assert "2.15" in section
     for name in ("cluster-settings.json", "connector.json", "model.json", "search-pipeline.json", "apply.py"):
         assert name in section, name
+
+
+def test_es_setup_sends_the_bodies_apply_sends():
+    """``es setup`` on OpenSearch (``elastic/opensearch_rerank.py``) and apply.py send the same
+    connector, pipeline and trusted-URL pattern: the files here are the one description of them."""
+    from es_plugin_bridge.elastic import opensearch_rerank
+
+    url = "http://sidecar:8080"
+    assert opensearch_rerank.connector_body(url, TOKEN) == apply.render("connector.json", SIDECAR_URL=url,
+                                                                         SIDECAR_TOKEN=TOKEN)
+    assert opensearch_rerank.pipeline_body("m1") == apply.render("search-pipeline.json", MODEL_ID="m1")
+    assert opensearch_rerank.trusted_url_regex(url) == apply.trusted_url_regex(url)
+    settings = apply.render("cluster-settings.json", SIDECAR_RERANK_URL_REGEX="x")["persistent"]
+    assert opensearch_rerank.TRUSTED in settings

@@ -14,7 +14,6 @@ processor's ``ignore_failure`` keeps the search answering, in the first stage's 
 from __future__ import annotations
 
 import html
-import importlib.util
 import json
 import re
 import subprocess
@@ -24,13 +23,13 @@ from pathlib import Path
 
 import pytest
 from live_sidecar import post, serve, slowed
+from opensearch_apply import OPENSEARCH_FILES, apply
 
 from es_plugin_bridge.data.spec import read_spec
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
-OPENSEARCH_FILES = ROOT / "mappings" / "opensearch"
 SAMPLES = ROOT / "es_plugin_bridge" / "samples"
 SEMEVAL_DEV = SAMPLES / "semeval2016-task3" / "SemEval2016-Task3-CQA-QL-dev.xml"
 ASKUBUNTU_VAL = SAMPLES / "askubuntu-pairs" / "val.tsv"
@@ -38,14 +37,6 @@ TOKEN = "t0ken-${not-a-template}"
 SEMEVAL_INDEX, ASKUBUNTU_INDEX = "rerank-semeval", "rerank-askubuntu"
 
 
-def _load_apply():
-    spec = importlib.util.spec_from_file_location("opensearch_apply_live", OPENSEARCH_FILES / "apply.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-apply = _load_apply()
 READ_TIMEOUT = json.loads((OPENSEARCH_FILES / "connector.json").read_text())["client_config"]["read_timeout"]
 
 
