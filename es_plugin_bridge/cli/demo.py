@@ -235,18 +235,20 @@ def headline(ctx: DemoContext) -> list[str]:
         data = result.as_json()["rankers"]
         bm25 = data["bm25"]
         name, best = max(((n, data[n]) for n in TRANSFORMER_RANKERS), key=lambda item: item[1]["acc@1"])
-        verdict = ("better than BM25" if best["acc@1"] > bm25["acc@1"] else
-                   "NOT better than BM25 (on this run's queries)")
+        p = _p_against(result, name, "bm25")
+        verdict = ("better than BM25" if best["acc@1"] > bm25["acc@1"] and _significant(p) else
+                   "NOT shown better than BM25 (on this run's queries)")
         lines.append(f"AskUbuntu retrieval ({result.n_queries} held-out test queries): MiniLM {name} Acc@1 "
                      f"{best['acc@1']:.2f} vs bm25 {bm25['acc@1']:.2f} "
                      f"({best['acc@1'] / max(bm25['acc@1'], 1e-9):.2f}x, {verdict}); MRR@10 "
-                     f"{best['mrr@10']:.2f} vs {bm25['mrr@10']:.2f}")
+                     f"{best['mrr@10']:.2f} vs {bm25['mrr@10']:.2f}, {_p_words(p)}")
     result = ctx.results.get(RERANK_KEY)
     if result is not None and "fused" in result.rankers:
         data = result.as_json()["rankers"]
         fused, given, bm25 = data["fused"]["map"], data["given"]["map"], data["bm25"]["map"]
         lines.append(f"SemEval-2016 dev ({result.n_queries} questions): MiniLM fused MAP {fused:.2f} vs the "
-                     f"search engine's order {given:.2f} ({fused - given:+.2f} points; bm25 {bm25:.2f})")
+                     f"search engine's order {given:.2f} ({fused - given:+.2f} points, "
+                     f"{_p_words(_p_against(result, 'fused', 'given'))}; bm25 {bm25:.2f})")
     result = ctx.results.get("retrieval-askubuntu-model")
     if result is not None:
         data = result.as_json()["rankers"]
@@ -257,6 +259,25 @@ def headline(ctx: DemoContext) -> list[str]:
                      f"{fused['mrr@10']:.2f} vs {bm25['mrr@10']:.2f}; model alone Acc@1 "
                      f"{data['model']['acc@1']:.2f}")
     return lines
+
+
+def _p_against(result: Any, name: str, other: str) -> float:
+    """The paired randomization test's p of ``name`` against ``other`` on the run's main metric."""
+    from es_plugin_bridge.evaluation.significance import paired
+
+    test = paired(result, name, other)
+    return 1.0 if test is None else float(test["p_value"])
+
+
+def _significant(p: float) -> bool:
+    from es_plugin_bridge.evaluation.significance import ALPHA
+
+    return p < ALPHA
+
+
+def _p_words(p: float) -> str:
+    """How a headline states a test: the p-value, and whether it clears the bar."""
+    return f"paired randomization test p = {p:.2g}" + ("" if _significant(p) else ", not significant")
 
 
 def write_plots(ctx: DemoContext) -> None:

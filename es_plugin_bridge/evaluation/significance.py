@@ -76,16 +76,18 @@ def significance(result: TaskResult, *, seed: int = 0) -> dict[str, Any]:
     for name in means:
         others = {o: m for o, m in means.items() if o != name and m is not None}
         best = max(others, key=lambda o: others[o]) if others else None
-        tests = {"vs_first_stage": _against(result, name, first, metric, seed) if first != name else None,
-                 "vs_best_other": _against(result, name, best, metric, seed) if best else None}
+        tests = {"vs_first_stage": paired(result, name, first, seed=seed) if first != name else None,
+                 "vs_best_other": paired(result, name, best, seed=seed) if best else None}
         out["rankers"][name] = tests
     return out
 
 
-def _against(result: TaskResult, name: str, other: str | None, metric: str,
-             seed: int) -> dict[str, Any] | None:
+def paired(result: TaskResult, name: str, other: str | None, *, seed: int = 0) -> dict[str, Any] | None:
+    """Ranker ``name`` against ``other`` on the run's main metric, query by query: :func:`paired_test`
+    with the ``ranker`` compared against; None when there is no other ranker or it kept no records."""
     if other is None or not result.rankers[other].per_query:
         return None
+    metric = MAIN_METRIC[result.task]
     mine, theirs = _per_query(result, name, metric), _per_query(result, other, metric)
     queries = [q for q in mine if q in theirs]
     test = paired_test([mine[q] for q in queries], [theirs[q] for q in queries], seed=seed)

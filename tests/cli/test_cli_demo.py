@@ -121,6 +121,12 @@ def test_the_transformer_retrieves_from_its_vectors_beside_every_first_stage(def
     semeval = (f"MiniLM fused MAP {rerank['rankers']['fused']['map']:.2f} vs the search engine's order "
                f"{rerank['rankers']['given']['map']:.2f}")
     assert semeval in printed
+    # each headline claim carries its paired test, the one --json holds (evaluation/significance.py)
+    p = rerank["significance"]["rankers"]["fused"]["vs_first_stage"]["p_value"]
+    assert rerank["significance"]["rankers"]["fused"]["vs_first_stage"]["ranker"] == "given"
+    assert f"paired randomization test p = {p:.2g}" in printed
+    p = retrieval["significance"]["rankers"][name]["vs_first_stage"]["p_value"]
+    assert f"paired randomization test p = {p:.2g}" in printed
     assert "Stack Exchange duplicate questions" in printed  # the caveat on what MiniLM was trained on
     assert "bow-cnn" not in printed.lower() and not (out / "model").exists()  # the papers: --papers
 
