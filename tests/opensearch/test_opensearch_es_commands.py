@@ -178,3 +178,11 @@ def test_mode_rerank_says_when_opensearch_kept_the_first_stage_order(opensearch,
     result = json.loads(out)
     assert result["reranked"] is False and "rerank processor failed" in result["fallback_reason"]
     assert len(result["hits"]) == 10
+
+
+def test_index_says_why_an_opensearch_index_gets_the_text_only(indexed, opensearch, cli):
+    code, out, err = cli(["es", "index", f"semeval:{SEMEVAL_DEV}", "--index", INDEX, "--resume",
+                          "--no-progress", *common(opensearch, indexed)])
+    assert code == 0, err
+    said = "(an OpenSearch index holds no vectors yet (its modes: rerank, bridge)): indexing the text only"
+    assert said in err
