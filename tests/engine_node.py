@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import socket
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -84,7 +83,7 @@ def running_opensearch(run_dir: Path) -> Iterator[EngineNode]:
 def _container() -> Iterator[EngineNode]:
     from testcontainers.core.container import DockerContainer
 
-    port = _free_port()
+    port = node.free_port()
     settings = {key: str(value).lower() if isinstance(value, bool) else value
                 for key, value in node.NODE_SETTINGS.items()
                 if key not in ("node.name", "network.host")}
@@ -98,9 +97,3 @@ def _container() -> Iterator[EngineNode]:
         url = f"http://127.0.0.1:{port}"
         node.wait_ready(url, timeout=240)
         yield EngineNode(url, f"OpenSearch {OPENSEARCH_VERSION} in Docker (testcontainers), {url}")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]

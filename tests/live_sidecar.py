@@ -11,7 +11,6 @@ import contextlib
 import http.server
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -21,11 +20,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from es_plugin_bridge.opensearch_node.node import free_port
 
 
 def wait_ready(url: str, process: subprocess.Popen | None = None, timeout: float = 60.0) -> None:
@@ -44,10 +39,12 @@ def wait_ready(url: str, process: subprocess.Popen | None = None, timeout: float
 
 
 @contextlib.contextmanager
-def serve(model: Path, token: str, token_dir: Path, *extra: str) -> Iterator[str]:
-    """``esrerank serve`` on a free port; yields its URL and stops it on the way out."""
+def serve(model: Path, token: str, token_dir: Path, *extra: str, token_file_text: str | None = None,
+          ) -> Iterator[str]:
+    """``esrerank serve`` on a free port; yields its URL and stops it on the way out. The token is read
+    from a ``--token-file`` holding ``token_file_text`` (default: the token and a newline)."""
     token_file = token_dir / "token"
-    token_file.write_text(f"{token}\n", encoding="utf-8")
+    token_file.write_text(token_file_text if token_file_text is not None else f"{token}\n", encoding="utf-8")
     token_file.chmod(0o600)
     port = free_port()
     exe = Path(sys.executable).with_name("esrerank")

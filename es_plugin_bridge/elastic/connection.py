@@ -220,7 +220,7 @@ class ClusterInfo:
     @property
     def name(self) -> str:
         """``Elasticsearch 9.1.0`` / ``OpenSearch 2.19.1``: how messages name the cluster."""
-        return f"{'OpenSearch' if self.engine == 'opensearch' else 'Elasticsearch'} {self.version_text}"
+        return f"{'OpenSearch' if self.is_opensearch else 'Elasticsearch'} {self.version_text}"
 
     @property
     def version_text(self) -> str:

@@ -25,10 +25,6 @@ class Answer(dict):
         super().__init__(body or {})
         self.meta = SimpleNamespace(status=status)
 
-    @property
-    def body(self) -> dict[str, Any]:
-        return dict(self)
-
 
 def _drop_none(values: Mapping[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in values.items() if value is not None}
@@ -103,9 +99,8 @@ class OpenSearchClient:
                              "_source_includes": ",".join(source_includes) if source_includes else None})
         return self._call(self._os.mget, index=index, body={"ids": list(ids)}, params=params)
 
-    def bulk(self, *, operations: list[Any], index: str | None = None, refresh: Any = None) -> Answer:
-        params = _drop_none({"refresh": refresh})
-        return self._call(self._os.bulk, body=operations, index=index, params=params)
+    def bulk(self, *, operations: list[Any], index: str | None = None) -> Answer:
+        return self._call(self._os.bulk, body=operations, index=index)
 
 
 class _Indices:
@@ -131,10 +126,6 @@ class _Indices:
 
     def get_mapping(self, *, index: str) -> Answer:
         return self._owner._call(self._os.get_mapping, index=index)
-
-    def put_mapping(self, *, index: str, properties: Any = None, meta: Any = None) -> Answer:
-        body = _drop_none({"properties": properties, "_meta": meta})
-        return self._owner._call(self._os.put_mapping, index=index, body=body)
 
 
 def connect(url: str, *, username: str | None = None, password: str | None = None,

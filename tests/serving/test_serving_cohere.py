@@ -9,16 +9,12 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
-import socket
-import subprocess
-import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
+from live_sidecar import serve
 
 SAMPLES = Path(__file__).resolve().parents[2] / "es_plugin_bridge" / "samples"
 TITLES = SAMPLES / "askubuntu-pairs" / "train_titles.tsv"
@@ -34,12 +30,6 @@ def _needs(module: str, package: str) -> pytest.MarkDecorator:
     return pytest.mark.skipif(missing, reason=f"{package} is not installed (pip install '.[dev]')")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def titles() -> list[str]:
     lines = TITLES.read_text(encoding="utf-8").splitlines()
@@ -49,31 +39,9 @@ def titles() -> list[str]:
 @pytest.fixture(scope="module")
 def sidecar(exported, tmp_path_factory):
     """``esrerank serve`` (token from a two-line --token-file: the first line is the token) on a free port."""
-    token_file = tmp_path_factory.mktemp("token") / "token"
-    token_file.write_text(f"{TOKEN}\n# rotated 2026-01-01\n", encoding="utf-8")
-    token_file.chmod(0o600)
-    port = _free_port()
-    exe = Path(sys.executable).with_name("esrerank")
-    env = {k: v for k, v in os.environ.items() if k != "ESRERANK_TOKEN"}
-    proc = subprocess.Popen([str(exe), "serve", str(exported["bow-cnn"]), "--port", str(port),
-                             "--token-file", str(token_file), "--onnx-threads", "1"],
-                            stderr=subprocess.PIPE, text=True, env=env)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/readyz", timeout=1):
-                    break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    detail = proc.stderr.read() if proc.poll() is not None else "timed out"
-                    pytest.fail(f"esrerank serve did not come up: {detail}")
-                time.sleep(0.1)
+    with serve(exported["bow-cnn"], TOKEN, tmp_path_factory.mktemp("token"),
+               token_file_text=f"{TOKEN}\n# rotated 2026-01-01\n") as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 def _post(url: str, path: str, body: dict) -> tuple[int, dict]:
