@@ -22,6 +22,7 @@ from es_plugin_bridge.models.registry import (  # torch-free
     OPTIMIZERS,
     RECIPE_NAMES,
 )
+from es_plugin_bridge.training.dev_split import FUSION_FITS, HELD_OUT  # torch-free
 
 __all__ = ["ALL_TYPES", "MODEL_TYPES", "train"]
 
@@ -82,6 +83,11 @@ def _hyper(items: tuple[str, ...]) -> dict[str, object]:
 @click.option("--max-dev-queries", type=click.IntRange(min=1), default=1000, show_default=True,
               help="dev queries evaluated each epoch (a cross-encoder runs each of their candidates through "
                    "the network: on a CPU keep them to a few dozen)")
+@click.option("--fusion-fit", type=click.Choice(FUSION_FITS), default=HELD_OUT, show_default=True,
+              help="held-out: fit the fusion β and calibration on dev queries (whole duplicate clusters) "
+                   "that did not pick the epoch; epoch-data: on the same queries (β then favours the model)")
+@click.option("--fusion-share", type=click.FloatRange(0.1, 0.9), default=0.5, show_default=True,
+              help="with --fusion-fit held-out: the share of dev queries kept for the β fit")
 @click.option(
     "--loss", type=click.Choice(LOSS_NAMES), help="override the type's loss (in-batch: the transformer's)"
 )
@@ -137,6 +143,8 @@ def train(
     seed: int,
     patience: int | None,
     max_dev_queries: int,
+    fusion_fit: str,
+    fusion_share: float,
     examples_per_epoch: int | None,
     loss: str | None,
     optimizer: str | None,
@@ -176,6 +184,8 @@ def train(
         seed=seed,
         patience=patience,
         max_dev_queries=max_dev_queries,
+        fusion_fit=fusion_fit,
+        fusion_share=fusion_share,
         examples_per_epoch=examples_per_epoch,
         loss=loss,
         optimizer=optimizer,
@@ -205,9 +215,11 @@ def train(
     summary = Trainer(cfg, train_sets, dev_sets, out).run()
     info = summary["train"]
     click.echo(
-        f"best epoch {info['best_epoch']}: dev MAP {100 * info['best_dev_map']:.2f} "
+        f"best epoch {info['best_epoch']}: dev MAP {100 * info['best_dev_map']:.2f} on the "
+        f"{info['dev_split']['select_queries']} dev queries that chose it "
         f"({info['seconds']:.0f} s on {info['device']}); checkpoint written to {out}"
     )
+    click.echo(f"fusion β and calibration fitted on {summary['fusion']['fitted_on']}")
     for stage, fit in summary["fusion"]["first_stages"].items():
         w = fit["weights"]
         click.echo(

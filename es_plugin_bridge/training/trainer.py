@@ -31,6 +31,7 @@ from es_plugin_bridge.models import PRETRAINABLE_TYPES, QuestionSimilarityModel,
 from es_plugin_bridge.text import Preprocessor, TextOptions
 from es_plugin_bridge.training.calibration_fit import fit_platt
 from es_plugin_bridge.training.checkpoint import save_checkpoint, write_json
+from es_plugin_bridge.training.dev_split import EPOCH_DATA, HELD_OUT, DevSplit, split_dev
 from es_plugin_bridge.training.devdata import FORCED, PAIR_QUERIES, WINDOW, dev_queries
 from es_plugin_bridge.training.device import resolve_device, use_bf16
 from es_plugin_bridge.training.examples import TrainingSet, build_training_set
@@ -75,6 +76,10 @@ class TrainConfig:
     pretrain_epochs: int = 0
     dev_window: int = WINDOW
     max_dev_queries: int | None = 1000  # the one default (dev_queries takes it from here)
+    #: ``held-out``: β and the calibration are fitted on dev queries that did not choose the epoch
+    #: (``fusion_share`` of the duplicate clusters); ``epoch-data``: on the same queries (training.dev_split).
+    fusion_fit: str = HELD_OUT
+    fusion_share: float = 0.5
     show_progress: bool = True
     init: str | None = None  # transformer: local sentence-transformers directory (default: the packaged one)
     #: ``auto`` (CUDA when torch sees a GPU), ``cpu`` or ``cuda`` (training.device).
@@ -121,6 +126,7 @@ class Trainer:
         options = TextOptions.from_mapping(cfg.text, source="--text options")
         self.preprocessor = Preprocessor(options)
         self.dev = dev_queries(dev_sets, self.preprocessor, cfg.dev_window, cfg.max_dev_queries)
+        self.split = self._split_dev()
         vocab = Vocabulary.build(
             (self.preprocessor.tokens(q) for q in self.data.questions.values()), min_count=cfg.min_count
         )
@@ -143,6 +149,20 @@ class Trainer:
         self.history: list[dict[str, float]] = []
 
     # -- helpers --------------------------------------------------------------------------------
+    def _split_dev(self) -> DevSplit:
+        """The dev queries that pick the epoch and those that fit β; logged, and saved in the summary."""
+        if self.recipe.epochs == 0:  # nothing is chosen: every dev query fits β
+            split = DevSplit(self.dev, self.dev, f"{EPOCH_DATA} (--epochs 0: no epoch is chosen)")
+        else:
+            split = split_dev(self.dev, self.cfg.fusion_fit, self.cfg.fusion_share, self.cfg.seed)
+        if split.disjoint:
+            log.info("dev: %d queries pick the epoch, %d other queries (other duplicate clusters) fit the "
+                     "fusion β and calibration", len(split.select), len(split.fit))
+        else:
+            log.info("dev: the same %d queries pick the epoch and fit the fusion β and calibration (%s)",
+                     len(split.select), split.rule)
+        return split
+
     def _training_sentences(self, train_sets: Sequence[Dataset]) -> list[list[str]]:
         """Titles, bodies and unlabelled texts (e.g. SemEval comments) of the training data, as tokens."""
         pre = self.preprocessor
@@ -328,12 +348,12 @@ class Trainer:
 
     # -- evaluation -----------------------------------------------------------------------------
     def _dev_questions(self, queries: Sequence[RankingQuery] | None = None) -> list[Question]:
-        chosen = self.dev if queries is None else queries
+        chosen = self.split.select if queries is None else queries
         return list({q.id: q for rq in chosen for q in (rq.query, *rq.candidates)}.values())
 
     def dev_map(self, queries: Sequence[RankingQuery] | None = None) -> float:
-        """MAP of the model's own scores on the dev queries (or on ``queries``, a part of them)."""
-        chosen = self.dev if queries is None else queries
+        """MAP of the model's own scores on the dev queries that pick the epoch (or on ``queries``)."""
+        chosen = self.split.select if queries is None else queries
         self.model.eval()
         scorer = NeuralScorer(self.model, self.featurizer)
         scorer.prepare(self._dev_questions(chosen))  # one batched pass instead of one per query
@@ -348,7 +368,7 @@ class Trainer:
             return
         log.warning("one dev evaluation of %d queries takes about %.0f s, so the %.0f s budget leaves about "
                     "%.0f s for training: pass --max-dev-queries N (fewer dev queries) or a larger "
-                    "--time-budget", len(self.dev), self._eval_seconds, budget,
+                    "--time-budget", len(self.split.select), self._eval_seconds, budget,
                     max(0.0, budget - self._reserve() - (time.monotonic() - self.started)))
 
     def _estimate_dev_seconds(self) -> float:
@@ -358,11 +378,12 @@ class Trainer:
         evaluation, and its evaluations are the costly kind (every candidate runs through the network
         with its query): without this, the budget's reserve for the last evaluation was a guess.
         """
-        step = max(1, len(self.dev) // max(4, len(self.dev) // 8))
-        sample = self.dev[::step]
+        select = self.split.select
+        step = max(1, len(select) // max(4, len(select) // 8))
+        sample = select[::step]
         start = time.monotonic()
         self.dev_map(sample)
-        return (time.monotonic() - start) * len(self.dev) / max(1, len(sample))
+        return (time.monotonic() - start) * len(select) / max(1, len(sample))
 
     # -- phases ---------------------------------------------------------------------------------
     def pretrain(self) -> None:
@@ -472,6 +493,7 @@ class Trainer:
                 "questions": len(self.data.questions),
                 "vocabulary": len(self.featurizer.vocab),
                 "dev_queries": len(self.dev),
+                "dev_split": self.split.describe(),
                 "best_epoch": best_epoch,
                 "best_dev_map": best,
                 "seconds": time.monotonic() - self.started,
@@ -484,12 +506,13 @@ class Trainer:
         return summary
 
     def fit_fusion(self) -> dict[str, Any]:
-        """β for each first stage the dev data allows: ``given`` (when present), bm25, lmdirichlet."""
+        """β for each first stage the dev data allows: ``given`` (when present), bm25, lmdirichlet; fitted,
+        with the calibration, on the dev queries that did not pick the epoch (``self.split.fit``)."""
         scorer = NeuralScorer(self.model, self.featurizer)
-        scorer.prepare(self._dev_questions())
+        scorer.prepare(self._dev_questions(self.split.fit))
         # As at evaluation time, the first stage's window holds what it found: queries whose duplicate
         # BM25 missed (and that dev_queries put back for early stopping) are left out of the β fit.
-        dev = [rq for rq in self.dev if rq.split != FORCED]
+        dev = [rq for rq in self.split.fit if rq.split != FORCED]
         components = [scorer.components(rq.query, rq.candidates) for rq in dev]
         labels = [rq.labels for rq in dev]
         stages = _first_stage_scores(dev, self.preprocessor)
@@ -508,6 +531,7 @@ class Trainer:
             }
         default = "given" if "given" in weights else "bm25"
         return {
+            "fitted_on": f"{self.split.rule}: {len(dev)} dev queries",
             "first_stages": weights,
             "default": default,
             "model_dev_map": mean_ap([c["model"] for c in components], labels),
