@@ -1,5 +1,9 @@
 """``GET /openapi.json``: the API described from the same pydantic models that validate it.
 
+Each server describes itself: the first stages its model has β for (``first_stage``'s enum) and its
+``--max-documents`` (``maxItems``) are in the document, so a request valid against it is accepted.
+What JSON Schema cannot say (rules across fields: :data:`CROSS_FIELD_RULES`) the document states.
+
 Served with a token, every operation requires it (``security``) but ``/healthz`` and ``/readyz``, which
 override it with ``security: []``: a generated client then sends the token where the server asks it.
 Served without one, the document says so by declaring no requirement (and no 401s).
@@ -7,6 +11,7 @@ Served without one, the document says so by declaring no requirement (and no 401
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic.json_schema import models_json_schema
@@ -38,6 +43,16 @@ LINEAR_DESCRIPTION = (
     "the others are scored as if it were not there. A document of another JSON type is a 400. "
     "relevance_score has at most 12 significant digits (at most 18 characters: the longest float literal "
     "OpenSearch's ml-commons reads as a Double); the order comes from the unrounded scores."
+)
+
+
+#: The rules that tie /v1/rerank's fields together (the server answers 400 naming the field): stated in
+#: the operation's description, as JSON Schema cannot tie a body field to another's length or to the URL.
+CROSS_FIELD_RULES = (
+    "first_stage_scores, when sent, has one score per document.",
+    "first_stage (in the body or the URL) needs first_stage_scores, except with score=linear.",
+    "score=linear takes no first_stage_scores.",
+    "first_stage in the body and in the URL, when both are sent, are the same.",
 )
 
 
@@ -73,11 +88,27 @@ def _query_parameters(model: type[RerankParams]) -> list[dict[str, Any]]:
     return params
 
 
-def openapi_document(secured: bool = True) -> dict[str, Any]:
-    """OpenAPI 3.1 document of the sidecar; ``secured``: the server requires a bearer token."""
+def _served(schemas: dict[str, Any], first_stages: Sequence[str] | None, max_documents: int | None) -> None:
+    """Narrow the request schemas to what this server takes: its model's first stages, its size limit."""
+    if first_stages is not None:
+        schemas["RerankRequest"]["properties"]["first_stage"]["anyOf"][0]["enum"] = sorted(first_stages)
+    if max_documents is not None:
+        for model, field in (("RerankRequest", "documents"), ("RerankV2Request", "documents"),
+                             ("EmbedRequest", "texts")):
+            schemas[model]["properties"][field]["maxItems"] = max_documents
+
+
+def openapi_document(secured: bool = True, first_stages: Sequence[str] | None = None,
+                     max_documents: int | None = None) -> dict[str, Any]:
+    """OpenAPI 3.1 document of the sidecar; ``secured``: the server requires a bearer token;
+    ``first_stages`` and ``max_documents``: what the serving model and ``--max-documents`` allow."""
     models = [(m, "validation") for m in (RerankRequest, RerankV2Request, EmbedRequest)]
     models += [(m, "serialization") for m in (RerankResponse, RerankV2Response, EmbedResponse, ErrorResponse)]
     _, schemas = models_json_schema(models, ref_template=_REF)
+    _served(schemas["$defs"], first_stages, max_documents)
+    parameters = _query_parameters(RerankParams)
+    if first_stages is not None:
+        next(p for p in parameters if p["name"] == "first_stage")["schema"]["enum"] = sorted(first_stages)
 
     def post(summary: str, request: str, response: str, **extra: Any) -> dict[str, Any]:
         return {"post": {"summary": summary, **extra, "requestBody": {"required": True, **_body(request)},
@@ -98,8 +129,9 @@ def openapi_document(secured: bool = True) -> dict[str, Any]:
         "paths": {
             "/v1/rerank": post("Rerank documents for a query (Cohere rerank shape)",
                                "RerankRequest", "RerankResponse",
-                               description=LINEAR_DESCRIPTION,
-                               parameters=_query_parameters(RerankParams)),
+                               description=LINEAR_DESCRIPTION + " Rules across fields: "
+                               + " ".join(CROSS_FIELD_RULES),
+                               parameters=parameters),
             "/v2/rerank": post("Rerank strings for a query (Cohere v2 rerank: cohere.ClientV2, LangChain, "
                                "LlamaIndex)", "RerankV2Request", "RerankV2Response",
                                description="The scores of /v1/rerank without first-stage scores (the "

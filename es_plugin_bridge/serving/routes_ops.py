@@ -39,4 +39,7 @@ def prometheus() -> Response:
 
 @bp.get("/openapi.json")
 def openapi() -> Response:
-    return jsonify(openapi_document(secured=bool(web.settings().token)))
+    service = web.service()
+    return jsonify(openapi_document(secured=bool(web.settings().token),
+                                    first_stages=list(service.model.fusion),
+                                    max_documents=service.max_documents))

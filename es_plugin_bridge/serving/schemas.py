@@ -13,11 +13,13 @@ are accepted and unused.
 from __future__ import annotations
 
 import math
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     Strict,
@@ -30,8 +32,32 @@ from es_plugin_bridge.data.questions import question_from_text, question_id
 from es_plugin_bridge.data.types import Question
 
 MAX_TEXT_CHARS = 100_000
+#: A character that is not whitespace as Python's ``str.isspace`` has it: the one rule of "not blank",
+#: written so that JSON Schema's ECMA-262 regex means the same (its ``\S`` takes U+0085 and U+001C–U+001F
+#: for text, so a text of only those passed the document and failed the server).
+NOT_BLANK_PATTERN = (r"[^\t\n\u000b\u000c\r\u001c-\u0020\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029"
+                     r"\u202f\u205f\u3000]")
+_NOT_BLANK = re.compile(NOT_BLANK_PATTERN)
 #: What the spec says of every text the server requires to be non-blank (the validators enforce it).
-NOT_BLANK = {"pattern": r"\S", "minLength": 1, "maxLength": MAX_TEXT_CHARS}
+NOT_BLANK = {"pattern": NOT_BLANK_PATTERN, "minLength": 1, "maxLength": MAX_TEXT_CHARS}
+
+
+def is_blank(text: str) -> bool:
+    """Empty or whitespace only (:data:`NOT_BLANK_PATTERN` finds nothing)."""
+    return _NOT_BLANK.search(text) is None
+
+
+def _integral(value: Any) -> Any:
+    """JSON Schema's ``integer`` holds every number with no fractional part (``80.0`` too); Python's int
+    check does not, so such a float becomes its int. A string or a boolean stays refused (strict)."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def json_int(minimum: int | None = None) -> Any:
+    """An integer as JSON Schema has it (``80`` or ``80.0``, never ``"80"`` or ``true``), at least
+    ``minimum``; the bound sits inside the type so that the document says ``minimum``, not pydantic's
+    internal ``ge``."""
+    return Annotated[int, Field(ge=minimum), Strict(), BeforeValidator(_integral)]
 
 
 class DocumentIn(BaseModel):
@@ -40,14 +66,14 @@ class DocumentIn(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     id: str | None = None
-    title: str = Field(max_length=MAX_TEXT_CHARS, json_schema_extra={"pattern": r"\S", "minLength": 1},
-                       description="not blank")
+    title: str = Field(max_length=MAX_TEXT_CHARS, description="not blank",
+                       json_schema_extra={"pattern": NOT_BLANK_PATTERN, "minLength": 1})
     body: str = Field(default="", max_length=MAX_TEXT_CHARS)
 
     @field_validator("title")
     @classmethod
     def _title_not_blank(cls, value: str) -> str:
-        if not value.strip():
+        if is_blank(value):
             raise ValueError("title must not be empty")
         return value
 
@@ -61,7 +87,7 @@ def to_question(item: str | DocumentIn) -> Question:
 
 def _check_text(value: Any) -> Any:
     if isinstance(value, str):
-        if not value.strip():
+        if is_blank(value):
             raise ValueError("text must not be empty")
         if len(value) > MAX_TEXT_CHARS:
             raise ValueError(f"text is longer than {MAX_TEXT_CHARS} characters")
@@ -102,7 +128,7 @@ def unscored_reason(item: str | DocumentIn | None) -> str | None:
     texts = [item] if isinstance(item, str) else [item.title, item.body]
     if any(len(text) > MAX_TEXT_CHARS for text in texts):
         return "too_long"
-    if not any(text.strip() for text in texts):
+    if all(is_blank(text) for text in texts):
         return "blank"
     return None
 
@@ -118,17 +144,18 @@ class RerankRequest(BaseModel):
                                   "or {id, title, body}; one that is null, blank or over 100,000 characters "
                                   "is not scored and gets the lowest score (0.0)")
     # strict: "3" or true where a number belongs is a client bug to report, not to guess at
-    top_n: Annotated[int, Strict()] | None = Field(default=None, ge=1)
+    top_n: json_int(1) | None = None
     return_documents: Annotated[bool, Strict()] = False
     explain: Annotated[bool, Strict()] = False
     first_stage_scores: list[Annotated[float, Strict()]] | None = None
     first_stage: str | None = Field(
-        default=None, description="whose β to fuse with (bm25, lmdirichlet, given); default: the model's"
+        default=None, min_length=1,
+        description="whose β to fuse with (bm25, lmdirichlet, given); default: the model's"
     )
     # Cohere fields clients send by habit; accepted, not used.
     model: str | None = None
     rank_fields: list[str] | None = None
-    max_chunks_per_doc: int | None = None
+    max_chunks_per_doc: json_int() | None = None
 
     @field_validator("first_stage_scores")
     @classmethod
@@ -150,11 +177,11 @@ class RerankV2Request(BaseModel):
         min_length=1, description="the candidates as strings (a title, optionally followed by its HTML "
                                   "body); one that is null, blank or over 100,000 characters gets the "
                                   "lowest score")
-    top_n: Annotated[int, Strict()] | None = Field(default=None, ge=1)
-    max_tokens_per_doc: Annotated[int, Strict()] | None = Field(
-        default=None, ge=1, description="accepted and unused: the model's own token caps apply")
-    priority: Annotated[int, Strict()] | None = Field(
-        default=None, ge=0, description="accepted and unused: requests are served in arrival order")
+    top_n: json_int(1) | None = None
+    max_tokens_per_doc: json_int(1) | None = Field(
+        default=None, description="accepted and unused: the model's own token caps apply")
+    priority: json_int(0) | None = Field(
+        default=None, description="accepted and unused: requests are served in arrival order")
 
     def as_v1(self) -> RerankRequest:
         """The same request in v1's shape, for the one scoring path (already validated: no second pass)."""
@@ -175,7 +202,8 @@ class RerankParams(BaseModel):
                     "score plus one constant per model and first stage; no first_stage_scores.",
     )
     first_stage: str | None = Field(
-        default=None, description="whose β to use (bm25, lmdirichlet, given); default: the model's"
+        default=None, min_length=1,
+        description="whose β to use (bm25, lmdirichlet, given); default: the model's"
     )
 
 

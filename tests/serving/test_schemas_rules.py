@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import jsonschema_rs
 import pytest
 from pydantic import ValidationError
 
@@ -15,12 +16,14 @@ from es_plugin_bridge.data.spec import read_spec
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.serving.schemas import (
     MAX_TEXT_CHARS,
+    NOT_BLANK,
     DocumentIn,
     EmbedRequest,
     RerankDocumentIn,
     RerankRequest,
     RerankV2Request,
     first_error,
+    is_blank,
     to_question,
     unscored_reason,
 )
@@ -63,6 +66,36 @@ def test_a_blank_text_is_refused_with_its_own_message(blank):
     assert refusal(RerankV2Request, {"query": blank, "documents": ["a"]}) == ("query", empty)
     as_parts = refusal(EmbedRequest, {"texts": [{"title": blank}]})
     assert as_parts == ("texts.0.title", "title must not be empty")
+
+
+def test_blank_means_python_whitespace_in_the_server_and_in_the_document():
+    """One rule of "blank": the validators' (Python) and the document's pattern as a JSON Schema validator
+    reads it (ECMA-262 dialect; jsonschema_rs, which schemathesis uses) agree on every code point. JSON
+    Schema's plain ``\\S`` took U+0085 and U+001C–U+001F for text: the server then refused a text the
+    document allowed."""
+    spaces = [chr(c) for c in range(0x110000) if chr(c).isspace()]
+    assert all(is_blank(ch) == ch.isspace() for ch in map(chr, range(0x110000)))
+    document = jsonschema_rs.validator_for({"type": "string", **NOT_BLANK})
+    for ch in [*spaces, "x", "\u200b", "\x00", "é"]:
+        assert document.is_valid(ch) is not ch.isspace(), repr(ch)
+        assert document.is_valid(" \t" + ch + "\u3000") is not ch.isspace(), repr(ch)
+    assert jsonschema_rs.validator_for({"type": "string", "pattern": r"\S"}).is_valid("\x85")  # the old one
+    for text in ("\x85", "\x1d\x1c", "\u2028\u3000"):
+        assert refusal(EmbedRequest, {"texts": [text]}) == ("texts.0", "text must not be empty")
+        assert unscored_reason(text) == "blank"
+
+
+@pytest.mark.parametrize("field,minimum", [("top_n", 1), ("max_tokens_per_doc", 1), ("priority", 0)])
+def test_an_integer_is_a_json_schema_integer(field, minimum):
+    """JSON Schema's ``integer`` is any number with no fractional part, so ``80.0`` is one (the document
+    allowed it and the server refused it); a string, a boolean, a fraction or a number below the
+    minimum is still refused."""
+    base = {"query": "How do I install Skype on 14.04?", "documents": ["apt-get install skype"]}
+    assert getattr(RerankV2Request.model_validate({**base, field: 80.0}), field) == 80
+    assert getattr(RerankV2Request.model_validate({**base, field: minimum}), field) == minimum
+    for bad in ("80", True, 80.5, float(minimum - 1), minimum - 1):
+        assert refusal(RerankV2Request, {**base, field: bad})[0] == field, bad
+    assert RerankRequest.model_validate({**base, "top_n": 3.0}).top_n == 3
 
 
 def test_a_rerank_candidate_at_the_limit_is_scored_and_one_more_is_not(semeval):

@@ -20,6 +20,7 @@ from es_plugin_bridge.data.spec import read_spec
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.serving import ModelDirectory
 from es_plugin_bridge.serving.app import create_app
+from es_plugin_bridge.serving.schemas import NOT_BLANK_PATTERN
 from es_plugin_bridge.serving.server import Limits, Server
 
 SAMPLES = Path(__file__).resolve().parents[2] / "es_plugin_bridge" / "samples"
@@ -108,8 +109,8 @@ def test_405_carries_allow_and_the_spec_says_texts_are_not_blank(client):
     assert "error" in resp.json
     schemas = client.get("/openapi.json", headers=AUTH).json["components"]["schemas"]
     query = schemas["RerankRequest"]["properties"]["query"]["anyOf"][0]
-    assert query["pattern"] == r"\S" and query["minLength"] == 1
-    assert schemas["DocumentIn"]["properties"]["title"]["pattern"] == r"\S"
+    assert query["pattern"] == NOT_BLANK_PATTERN and query["minLength"] == 1
+    assert schemas["DocumentIn"]["properties"]["title"]["pattern"] == NOT_BLANK_PATTERN
 
 
 # -- tokens ---------------------------------------------------------------------------------------

@@ -111,9 +111,11 @@ def test_bad_linear_requests_answer_400_naming_the_field(query, extra, field, ap
 
 
 def test_openapi_documents_the_query_parameters(apps):
-    client, _ = apps["gru"]
+    client, model = apps["gru"]
     op = client.get("/openapi.json").json["paths"]["/v1/rerank"]["post"]
     params = {p["name"]: p for p in op["parameters"]}
     assert params["score"]["in"] == "query" and params["score"]["schema"]["enum"] == ["probability", "linear"]
-    assert params["first_stage"]["schema"] == {"title": "First Stage", "type": "string"}
+    # The served model's first stages: a name it has no β for is invalid in the document too.
+    assert params["first_stage"]["schema"] == {"title": "First Stage", "type": "string", "minLength": 1,
+                                               "enum": sorted(model.model.fusion)}
     assert "score=linear" in op["description"]
