@@ -37,14 +37,15 @@ import shlex
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from _machine import load_average, machine
-from sidecar import Sidecar, _request, askubuntu_titles, free_port, load, stats
+from sidecar import Sidecar, _request, askubuntu_titles, load, stats
+
+from es_plugin_bridge.local_http import NotReady, free_port, wait_until_ready
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -111,15 +112,11 @@ class Infinity:
                "INFINITY_ANONYMOUS_USAGE_STATS": "0"}
         self.proc = subprocess.Popen(self.command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                      env=env)
-        deadline = time.monotonic() + 300
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=1):
-                    return
-            except OSError:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    sys.exit(f"infinity_emb did not come up: {shlex.join(self.command)}")
-                time.sleep(0.5)
+        try:
+            wait_until_ready(f"http://127.0.0.1:{self.port}/health", timeout=300, poll=0.5,
+                             alive=lambda: self.proc.poll() is None)
+        except NotReady as exc:
+            sys.exit(f"infinity_emb did not come up ({exc}): {shlex.join(self.command)}")
 
     def close(self) -> None:
         self.proc.terminate()

@@ -34,7 +34,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -42,6 +41,8 @@ from typing import Any
 import numpy as np
 from _machine import machine
 from tqdm import tqdm
+
+from es_plugin_bridge.local_http import NotReady, free_port, wait_until_ready
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -200,12 +201,6 @@ def st_floor(model_dir: Path, st_dir: Path, total: int, onnx_threads: int) -> di
 
 
 # -- over HTTP ------------------------------------------------------------------------------------
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Sidecar:
     """``esrerank serve`` in a subprocess on a free local port."""
 
@@ -214,15 +209,11 @@ class Sidecar:
         exe = Path(sys.executable).with_name("esrerank")
         self.proc = subprocess.Popen([str(exe), "serve", str(model_dir), "--port", str(self.port), *options],
                                      stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/readyz", timeout=1):
-                    return
-            except OSError:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    sys.exit(f"esrerank serve {model_dir} did not come up")
-                time.sleep(0.1)
+        try:
+            wait_until_ready(f"http://127.0.0.1:{self.port}/readyz", timeout=120,
+                             alive=lambda: self.proc.poll() is None)
+        except NotReady as exc:
+            sys.exit(f"esrerank serve {model_dir} did not come up: {exc}")
 
     def peak_rss_mb(self) -> float:
         """VmHWM: the most resident memory the process ever had."""

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from docker_available import OPENSEARCH_VERSION, docker_available
 
+from es_plugin_bridge.local_http import free_port
 from es_plugin_bridge.opensearch_node import layout, node
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -83,7 +84,7 @@ def running_opensearch(run_dir: Path) -> Iterator[EngineNode]:
 def _container() -> Iterator[EngineNode]:
     from testcontainers.core.container import DockerContainer
 
-    port = node.free_port()
+    port = free_port()
     settings = {key: str(value).lower() if isinstance(value, bool) else value
                 for key, value in node.NODE_SETTINGS.items()
                 if key not in ("node.name", "network.host")}

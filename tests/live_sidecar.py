@@ -20,22 +20,18 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-from es_plugin_bridge.opensearch_node.node import free_port
+from es_plugin_bridge.local_http import NotReady, free_port, wait_until_ready
 
 
 def wait_ready(url: str, process: subprocess.Popen | None = None, timeout: float = 60.0) -> None:
     """Return once ``url/readyz`` answers 200; RuntimeError (with the server's stderr) otherwise."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}/readyz", timeout=1):
-                return
-        except OSError:
-            exited = process is not None and process.poll() is not None
-            if exited or time.monotonic() > deadline:
-                detail = process.stderr.read() if exited and process.stderr else "timed out"
-                raise RuntimeError(f"the sidecar at {url} did not come up: {detail}") from None
-            time.sleep(0.1)
+    try:
+        wait_until_ready(f"{url}/readyz", timeout=timeout,
+                         alive=lambda: process is None or process.poll() is None)
+    except NotReady as exc:
+        exited = process is not None and process.poll() is not None
+        detail = process.stderr.read() if exited and process.stderr else str(exc)
+        raise RuntimeError(f"the sidecar at {url} did not come up: {detail}") from None
 
 
 @contextlib.contextmanager

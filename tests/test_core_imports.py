@@ -5,16 +5,17 @@ importing the sidecar app and answering requests loads none of the training stac
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
+
+from es_plugin_bridge.local_http import NotReady, free_port, wait_until_ready
 
 PACKAGE = Path(__file__).resolve().parents[1] / "es_plugin_bridge"
 HEAVY = ("torch", "gensim", "sklearn", "matplotlib", "ir_measures", "bm25s", "scipy", "elasticsearch",
@@ -55,7 +56,7 @@ def test_serving_imports_only_the_core_the_text_pipeline_and_its_server_stack():
             top = name.split(".")[0]
             if top == "es_plugin_bridge":
                 part = name.split(".")[1] if "." in name else ""
-                ok = part in ("", "core", "serving", "text", "data", "errors")
+                ok = part in ("", "core", "serving", "text", "data", "errors", "bearer_token")
                 assert ok, f"{path.name} imports {name}"
             elif path.name == "scorer.py" and name.startswith("scipy"):  # evaluation adapter, lazily
                 continue
@@ -109,26 +110,15 @@ runpy.run_module({MODULE}, run_name="__main__")
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _serve_without_training_stack(module: str, argv: list[str]) -> tuple[int, str]:
     """Run ``module`` as __main__ with every heavy package unimportable; (status of a rerank, stderr)."""
-    port = _free_port()
+    port = free_port()
     code = BLOCKER.format(BLOCKED=repr(set(HEAVY)), PROG=repr(module), MODULE=repr(module))
     proc = subprocess.Popen([sys.executable, "-c", code, *argv, "--port", str(port)],
                             stderr=subprocess.PIPE, text=True, env={**os.environ, "ESRERANK_TOKEN": "tok"})
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1):
-                    break
-            except OSError:
-                time.sleep(0.1)
+        with contextlib.suppress(NotReady):
+            wait_until_ready(f"http://127.0.0.1:{port}/readyz", timeout=60, alive=lambda: proc.poll() is None)
         if proc.poll() is not None:
             return -1, proc.stderr.read()
         req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/rerank", method="POST",

@@ -16,7 +16,6 @@ import os
 import re
 import shlex
 import shutil
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -30,6 +29,7 @@ import yaml
 from docker_available import requires_docker
 
 from es_plugin_bridge.cli.main import cli as esrerank_cli
+from es_plugin_bridge.local_http import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCKER = ROOT / "docker"
@@ -228,12 +228,6 @@ def test_a_missing_model_directory_stops_the_sidecar_in_one_line(compose, export
 # ---- with Docker --------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _get(url: str, timeout: float = 30) -> dict:
     with urllib.request.urlopen(url, timeout=timeout) as resp:
         return json.loads(resp.read())
@@ -245,7 +239,7 @@ def _get(url: str, timeout: float = 30) -> dict:
 def test_compose_stack_comes_up_and_reranks(exported, cli, tmp_path):
     if shutil.which("docker") is None:
         pytest.skip("the docker CLI (with the compose plugin) is not installed")
-    ports = {name: _free_port() for name in ("ES", "KIBANA", "SIDECAR", "OPENSEARCH")}
+    ports = {name: free_port() for name in ("ES", "KIBANA", "SIDECAR", "OPENSEARCH")}
     env = {**os.environ, "ESRERANK_MODEL_DIR": str(exported["bow-cnn"]), "ESRERANK_TOKEN": "test-token",
            **{f"ESRERANK_{k}_PORT": str(v) for k, v in ports.items()}}
     project = f"esrerank-test-{uuid.uuid4().hex[:8]}"

@@ -11,22 +11,7 @@ from es_plugin_bridge.baselines.base import PairScorer, TokenPair, accuracy, bes
 from es_plugin_bridge.baselines.jaccard import JaccardScorer, jaccard, jaccard_features, shingles
 from es_plugin_bridge.baselines.svm import PairFeaturizer, SvmScorer, ngrams
 
-BASELINES: dict[str, type] = {"jaccard": JaccardScorer, "svm": SvmScorer}
-
-
-def make_baseline(name: str, **options: object) -> PairScorer:
-    """A fresh baseline scorer by name (``jaccard`` or ``svm``), options passed to its constructor."""
-    from es_plugin_bridge.errors import UserError
-
-    try:
-        cls = BASELINES[name]
-    except KeyError:
-        raise UserError(f"unknown baseline {name!r} (known: {', '.join(BASELINES)})") from None
-    return cls(**options)
-
-
 __all__ = [
-    "BASELINES",
     "JaccardScorer",
     "PairFeaturizer",
     "PairScorer",
@@ -36,7 +21,6 @@ __all__ = [
     "best_threshold",
     "jaccard",
     "jaccard_features",
-    "make_baseline",
     "ngrams",
     "shingles",
 ]

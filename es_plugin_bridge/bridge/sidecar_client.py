@@ -22,12 +22,12 @@ import contextlib
 import http.client
 import json
 import logging
-import re
 import socket
 import threading
 import urllib.parse
 from collections.abc import Sequence
 
+from es_plugin_bridge.bearer_token import check_token
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.errors import UserError
 
@@ -99,10 +99,8 @@ class SidecarClient:
             raise UserError(f"sidecar URL must start with http:// or https://, got {url!r}")
         if timeout <= 0:
             raise UserError(f"sidecar timeout must be > 0 seconds, got {timeout}")
-        # the sidecar's own rule (serving.settings.check_token): anything else cannot even be sent as a
-        # header (http.client refuses a line break) or never matches
-        if token and not re.fullmatch(r"[\x21-\x7e]+", token):
-            raise UserError("sidecar token must be printable ASCII without spaces or line breaks")
+        if token:  # the sidecar's own rule; an empty token here means none
+            check_token(token, "sidecar token")
         self.url = url.rstrip("/")
         parts = urllib.parse.urlsplit(self.url)
         if not parts.hostname:

@@ -220,12 +220,4 @@ class Vocabulary:
         return cls.from_dict(data, str(path))
 
 
-def idf_ln(doc_freqs: np.ndarray, n_docs: int) -> np.ndarray:
-    """Plain ``ln(N/df)`` (0 where df is 0), for callers that want the textbook form."""
-    df = np.asarray(doc_freqs, dtype=np.float64)
-    with np.errstate(divide="ignore"):
-        out = np.where(df > 0, np.log(max(n_docs, 1) / np.maximum(df, 1)), 0.0)
-    return out.astype(np.float32)
-
-
-__all__ = ["PAD", "UNK", "PAD_ID", "UNK_ID", "Vocabulary", "idf_ln"]
+__all__ = ["PAD", "UNK", "PAD_ID", "UNK_ID", "Vocabulary"]

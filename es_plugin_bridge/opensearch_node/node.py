@@ -12,13 +12,13 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import time
-import urllib.error
-import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+from es_plugin_bridge.local_http import NotReady, free_port, wait_until_ready
 
 from .layout import SERVER_VERSION
 
@@ -63,12 +63,6 @@ class RunningNode:
         return self.run_dir / "logs" / "esrerank.log"
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def start(home: Path, run_dir: Path, *, port: int | None = None, heap: str = "1g",
           timeout: float = 180.0) -> RunningNode:
     """Start a node in the background and wait for its cluster to be at least yellow."""
@@ -103,20 +97,16 @@ def start(home: Path, run_dir: Path, *, port: int | None = None, heap: str = "1g
     return node
 
 
-def wait_ready(url: str, *, timeout: float, alive=lambda: True) -> None:
-    """Poll ``_cluster/health`` until the cluster is yellow or green."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not alive():
-            raise NodeError("the OpenSearch process exited while starting")
-        try:
-            with urllib.request.urlopen(f"{url}/_cluster/health?wait_for_status=yellow&timeout=5s",
-                                        timeout=10) as resp:
-                if json.loads(resp.read()).get("status") in ("yellow", "green"):
-                    return
-        except (urllib.error.URLError, OSError, ValueError):
-            time.sleep(1.0)
-    raise NodeError(f"OpenSearch at {url} was not ready within {timeout:.0f} s")
+def wait_ready(url: str, *, timeout: float, alive: Callable[[], bool] = lambda: True) -> None:
+    """Poll ``_cluster/health`` until the cluster is yellow or green; NodeError otherwise."""
+    def healthy(body: bytes) -> bool:
+        return json.loads(body).get("status") in ("yellow", "green")
+
+    try:
+        wait_until_ready(f"{url}/_cluster/health?wait_for_status=yellow&timeout=5s", timeout=timeout,
+                         alive=alive, ready=healthy, poll=1.0)
+    except NotReady as exc:
+        raise NodeError(f"OpenSearch was not ready: {exc}") from None
 
 
 def stop(node: RunningNode, timeout: float = 60.0) -> None:

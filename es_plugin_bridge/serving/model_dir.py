@@ -275,18 +275,6 @@ class ModelDirectory:
         return [self.vocab.tokens[int(i)] for i in ids]
 
     # -- scores (core.scoring) ----------------------------------------------------------------------
-    def neural_similarity(self, query: np.ndarray, docs: np.ndarray) -> np.ndarray:
-        """Similarity of one query vector [D] to document vectors [N, D] → [N] float64."""
-        return scoring.neural_similarity(query, docs, self.similarity)
-
-    @staticmethod
-    def bow_similarity(query: BagOfWords, docs: Sequence[BagOfWords]) -> np.ndarray:
-        """Cosine of one normalised bag of words to each of ``docs`` → [N] float64."""
-        return scoring.bow_similarity(query, docs)
-
-    def model_score(self, neural: np.ndarray, bow: np.ndarray) -> np.ndarray:
-        return scoring.model_score(neural, bow, self.config.beta.model)
-
     def fusion_stage(self, first_stage: str | None = None) -> str:
         """The first stage whose β to use: the one asked for, else the training default."""
         return scoring.fusion_stage(self.fusion, self.config.beta.fusion_default, first_stage,

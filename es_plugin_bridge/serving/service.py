@@ -38,7 +38,6 @@ from es_plugin_bridge.serving.schemas import (
     EmbedResponse,
     RerankParams,
     RerankRequest,
-    RerankResponse,
     RerankV2Request,
     to_question,
     unscored_reason,
@@ -237,10 +236,6 @@ class Service:
             explain.update(first_stage=float(first_stage[j]), fused=float(parts["fused"][j]),
                            first_stage_normalised=float(normalised[j]))
         return explain
-
-    def rerank(self, req: RerankRequest, params: RerankParams | None = None) -> RerankResponse:
-        """:meth:`rerank_json` as a validated :class:`RerankResponse`."""
-        return RerankResponse.model_validate(self.rerank_json(req, params))
 
     def rerank_json(self, req: RerankRequest, params: RerankParams | None = None) -> dict[str, Any]:
         """Score every document for the query; results best first, cut to ``top_n``.

@@ -13,10 +13,10 @@ A value no server could use is a UserError naming the field and its option, befo
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from es_plugin_bridge.bearer_token import check_token
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.serving.device import DEVICES, Device
 from es_plugin_bridge.serving.server import Limits
@@ -30,19 +30,6 @@ OPTIONS = {"model_dir": "MODEL_DIR", "host": "--host", "port": "--port", "token"
            "max_connections": "--max-connections", "threads": "--threads", "onnx_threads": "--onnx-threads",
            "cache_size": "--cache-size", "batch_size": "--batch-size", "device": "--device",
            "encoder_workers": "--encoder-workers"}
-
-
-def check_token(token: str | None) -> None:
-    """UserError unless ``token`` is None (no authentication) or visible ASCII without spaces.
-
-    An empty token is refused rather than taken to mean "no authentication".
-    """
-    if token is None:
-        return
-    if not token:
-        raise UserError("the bearer token is empty; give a real token, or none to serve without one")
-    if not re.fullmatch(r"[\x21-\x7e]+", token):
-        raise UserError("the bearer token must be printable ASCII without spaces or line breaks")
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,6 @@ from es_plugin_bridge.baselines import (
     best_threshold,
     jaccard,
     jaccard_features,
-    make_baseline,
     ngrams,
     shingles,
 )
@@ -117,9 +116,6 @@ def test_svm_learns_beyond_unigram_jaccard(askubuntu, tmp_path):
 
 def test_interface_and_bad_input():
     assert isinstance(JaccardScorer(), PairScorer) and isinstance(SvmScorer(), PairScorer)
-    assert isinstance(make_baseline("svm", C=2.0), SvmScorer)
-    with pytest.raises(UserError, match="unknown baseline"):
-        make_baseline("bm25")
     with pytest.raises(ValueError, match="both"):
         SvmScorer().fit([(["a"], ["a"]), (["b"], ["b"])], [1, 1])
     with pytest.raises(ValueError, match="labels"):

@@ -86,7 +86,7 @@ def questions() -> list[Question]:
 # -- what cannot be sent is refused up front --------------------------------------------------------------
 @pytest.mark.parametrize("token", ["s3cret\n", "s3cret\r\n", "two words", "s\u00e9cret", "tab\there", " "])
 def test_a_token_the_sidecar_can_never_accept_is_a_user_error(token):
-    """The sidecar takes printable ASCII without spaces (``serving.settings.check_token``); a token with
+    """The sidecar takes printable ASCII without spaces (``bearer_token.check_token``); a token with
     a line break (a token file's or a secret's trailing newline) cannot even be sent as a header."""
     with pytest.raises(UserError) as info:
         SidecarClient("http://127.0.0.1:8080", token=token)

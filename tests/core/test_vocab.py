@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from es_plugin_bridge.core.vocab import PAD, PAD_ID, UNK, UNK_ID, Vocabulary, idf_ln
+from es_plugin_bridge.core.vocab import PAD, PAD_ID, UNK, UNK_ID, Vocabulary
 from es_plugin_bridge.data.spec import read_spec
 from es_plugin_bridge.errors import DataFormatError, UserError
 from es_plugin_bridge.text import Preprocessor, TextOptions
@@ -186,13 +186,6 @@ def test_lookup_decode_and_membership():
                                            np.log1p(4.5 / 2.5)], rtol=1e-6)
 
 
-def test_idf_ln_is_the_textbook_form_with_zero_for_unseen():
-    np.testing.assert_allclose(idf_ln(np.array([0, 1, 5, 10]), 10), [0.0, np.log(10), np.log(2), 0.0],
-                               rtol=1e-6)
-    np.testing.assert_allclose(idf_ln(np.array([0, 1]), 0), [0.0, 0.0])
-    assert idf_ln(np.array([2]), 4).dtype == np.float32
-
-
 SIX_TWICE = [PAD, UNK, *"abcdef", *"abcdef", "g"]
 
 
@@ -288,8 +281,7 @@ def test_arrays_are_int64_ids_and_masks_and_float32_weights(docs):
     for ids, mask in (vocab.encode(docs[0], max_len=4), vocab.encode_batch(docs[:3]),
                       vocab.encode_batch(docs[:3], max_len=2)):
         assert ids.dtype == np.int64 and mask.dtype == np.int64
-    assert idf_ln(np.array([1, 2]), 4).dtype == np.float32
-    np.testing.assert_allclose(idf_ln([1, 3], 4), [np.log(4), np.log(4 / 3)], rtol=1e-6)  # a list works
+    assert vocab.idf.dtype == np.float32
 
 
 def test_a_file_that_is_not_json_names_the_field_and_the_reason(tmp_path):

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -22,6 +21,7 @@ import pytest
 
 from es_plugin_bridge.core.manifest import write_manifest
 from es_plugin_bridge.data.spec import read_spec
+from es_plugin_bridge.local_http import free_port
 from es_plugin_bridge.serving import ModelDirectory
 from es_plugin_bridge.serving.app import create_app
 from es_plugin_bridge.serving.relevance import combination_range, component_ranges, to_unit
@@ -245,12 +245,6 @@ def test_openapi_references_resolve(clients):
     assert "top_n" in schemas["RerankRequest"]["properties"]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _post(url: str, body: dict, token: str) -> tuple[int, dict]:
     req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
                                  headers={"Content-Type": "application/json",
@@ -263,7 +257,7 @@ def _post(url: str, body: dict, token: str) -> tuple[int, dict]:
 
 
 def test_esrerank_serve_answers_over_http(exported, models, semeval):
-    port = _free_port()
+    port = free_port()
     exe = Path(sys.executable).with_name("esrerank")
     env = {**os.environ, "ESRERANK_TOKEN": "from-env"}
     proc = subprocess.Popen([str(exe), "serve", str(exported["bow-cnn"]), "--port", str(port),

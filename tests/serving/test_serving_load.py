@@ -25,6 +25,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from es_plugin_bridge.local_http import free_port
 from es_plugin_bridge.serving import ModelDirectory
 from es_plugin_bridge.serving.app import create_app
 
@@ -35,16 +36,10 @@ MAX_RSS_GROWTH_MB = 150
 REQUEST_TIMEOUT = 5.0  # long enough that a request queued behind the slow clients is plainly late
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server(exported):
     """``esrerank serve`` on the tiny bow-cnn export; yields (port, psutil.Process)."""
-    port = _free_port()
+    port = free_port()
     exe = Path(sys.executable).with_name("esrerank")
     proc = subprocess.Popen([str(exe), "serve", str(exported["bow-cnn"]), "--port", str(port),
                              "--onnx-threads", "1", "--request-timeout", str(REQUEST_TIMEOUT)],
