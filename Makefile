@@ -60,7 +60,7 @@ test-serving-notorch: $(STAMP) $(NOTORCH)/.installed-stamp
 	! $(NOTORCH)/bin/python -c 'import torch' 2>/dev/null
 	ESRERANK_TEST_MODELS=$(abspath $(TEST_MODELS)) $(NOTORCH)/bin/pytest -q -rs -p no:cacheprovider \
 		tests/serving/test_serving_*.py tests/bridge/test_bridge.py tests/bridge/test_bridge_client.py tests/test_core_imports.py \
-		--deselect tests/serving/test_serving_hardening.py::test_evaluate_with_an_unwritable_output_leaves_none_behind
+		--deselect tests/serving/test_serving_hostile_input.py::test_evaluate_with_an_unwritable_output_leaves_none_behind
 
 # Mutation testing of the scoring core (not part of `make test`; slow: hours on 2 cores for every
 # module). mutmut 3 ([tool.mutmut] in pyproject.toml) reuses earlier results in mutants/ (delete it

@@ -49,7 +49,6 @@ from es_template import (  # noqa: E402
     parse_text_embeddings,
     validating_replace,
 )
-from test_es_findings import recorder  # noqa: E402,F401  (fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
 VAL = ROOT / "es_plugin_bridge" / "samples" / "askubuntu-pairs" / "val.tsv"
@@ -309,7 +308,7 @@ def test_hybrid_rrf_lets_elasticsearch_embed_the_query(recorder):  # noqa: F811 
     """With the index's ``text_embedding`` endpoint, ``rrf`` + HNSW ``knn`` + ``query_vector_builder``:
     one search, no sidecar call from the client; the query text is template-safe (Elasticsearch sends it
     through the endpoint's request template)."""
-    from test_es_findings import es_client
+    from es_recorder import es_client
 
     from es_plugin_bridge.elastic.engine import ElasticsearchFirstStage
     from es_plugin_bridge.elastic.hybrid import HybridRrfMode

@@ -2,7 +2,7 @@
 ``es search`` on a real exported cross-encoder directory (``tests/tiny_models.py``'s ``pair_model``)
 served by a real sidecar (``esrerank serve``'s ``Server`` on 127.0.0.1, token on).
 
-The Elasticsearch here is ``tests/elastic/test_es_findings.py``'s recorder: it answers each API in its
+The Elasticsearch here is ``tests/elastic/es_recorder.py``'s recorder: it answers each API in its
 shape and records what the real ``elasticsearch`` client sends. It is never evidence that
 Elasticsearch accepts the requests (``tests/elastic/test_es_cluster.py``'s cross-encoder test is, where
 Docker runs); it shows what the product sends, creates and prints:
@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_es_findings import es_client, recorder  # noqa: F401  (fixture)
+from es_recorder import es_client
 
 from es_plugin_bridge.data.spec import read_spec
 from es_plugin_bridge.elastic import mappings

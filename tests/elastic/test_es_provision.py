@@ -1,6 +1,6 @@
 """``es setup``'s provisioning (``elastic/provision.py``) as the real client sends it, per licence.
 
-The server is ``tests/elastic/test_es_findings.py``'s recorder on 127.0.0.1: it answers each API in its
+The server is ``tests/elastic/es_recorder.py``'s recorder on 127.0.0.1: it answers each API in its
 shape and records what arrives; it is never evidence that Elasticsearch accepts the requests (the
 cluster tests are). What it shows: the order of the calls (endpoints, then the pipeline that names
 them, then the index that names the pipeline), and what a platinum cluster gets — the index, no
@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_es_findings import es_client, recorder  # noqa: F401  (fixture)
+from es_recorder import es_client
 
 from es_plugin_bridge.elastic.connection import ClusterInfo
 from es_plugin_bridge.elastic.provision import provision

@@ -5,8 +5,8 @@ Run it with the code whose answers are the reference on the path (an older check
 
     PYTHONPATH=OLD_CHECKOUT python tests/tools/golden_scores.py MODEL_DIR OUT.json
 
-``tests/serving/test_exported_before.py`` recomputes the same answers with today's code and asks for
-equality, float for float.
+``tests/serving/test_old_exports_score_identically.py`` recomputes the same answers with today's code and
+asks for equality, float for float.
 """
 
 from __future__ import annotations
