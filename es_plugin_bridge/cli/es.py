@@ -53,7 +53,8 @@ def es_group() -> None:
 )
 @click.option("--recreate", is_flag=True, help="Delete the index first if it exists.")
 @click.option(
-    "--no-vectors", is_flag=True, help="No dense_vector/rank_features fields (modes native, bridge)."
+    "--no-vectors", is_flag=True,
+    help="No dense_vector (OpenSearch: knn_vector) or rank_features fields (modes native, rerank, bridge).",
 )
 @click.option(
     "--from-index",
@@ -114,7 +115,7 @@ def setup_command(
             raise UserError("--from-index is for Elasticsearch; on OpenSearch, index your questions with "
                             "`esrerank es index`")
         done = provision_opensearch(client, cluster, index_name, meta, sidecar=sidecar_from_es or sidecar_url,
-                                    token=token, recreate=recreate)
+                                    token=token, recreate=recreate, no_vectors=no_vectors)
     else:
         done = provision(client, cluster, index_name, meta,
                          sidecar_from_es=sidecar_from_es or sidecar_url, token=token, recreate=recreate,

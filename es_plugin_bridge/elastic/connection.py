@@ -244,7 +244,7 @@ class ClusterInfo:
         if name_is_mode(mode) and mode not in mode_names(self.engine):
             raise UserError(f"mode {mode} does not run on {self.name}; its modes: "
                             f"{', '.join(mode_names(self.engine))}")
-        need = requirements(mode)
+        need = requirements(mode, self.engine)
         version = need.get("version")
         if version is not None and not _version_ok(self.version, version):
             raise UserError(
@@ -291,13 +291,14 @@ def name_is_mode(name: str) -> bool:
     return name not in FEATURE_REQUIREMENTS
 
 
-def requirements(name: str) -> Mapping[str, Any]:
-    """What a mode (from its registry entry) or a feature needs of the cluster."""
+def requirements(name: str, engine: str = "elasticsearch") -> Mapping[str, Any]:
+    """What a mode (from its registry entry, for ``engine``) or a feature (Elasticsearch's) needs of the
+    cluster."""
     if name in FEATURE_REQUIREMENTS:
         return FEATURE_REQUIREMENTS[name]
     from es_plugin_bridge.elastic.mode_registry import mode_spec
 
-    return mode_spec(name).requires
+    return mode_spec(name).requirements(engine)
 
 
 def _root_document(client: Any) -> dict[str, Any]:

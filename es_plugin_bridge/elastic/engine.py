@@ -158,6 +158,7 @@ class ElasticsearchEngine:
             neural_similarity=self.neural_similarity,
             params=self.params,
             meta=self.meta,
+            engine=getattr(self.client, "engine", "elasticsearch"),  # OpenSearch: a knn_vector
         )
         call(f"creating index {self.index_name}", self.client.indices.create, index=self.index_name, **body)
 

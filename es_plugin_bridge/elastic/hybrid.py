@@ -23,6 +23,11 @@ the model's vectors find it (held-out AskUbuntu, docs/training.md "The transform
   retriever, ``rank_constant`` 60 and ``rank_window_size`` = window (enterprise or trial, 8.16+).
   Elsewhere the client fuses the two lists of one ``_msearch`` with the same formula.
 
+On OpenSearch (2.13+, the k-NN plugin) both modes send these bodies in the k-NN plugin's terms
+(``elastic/opensearch_dsl.py``: its Painless functions, its ``knn`` query); ``hybrid`` is the same three
+steps (OpenSearch returns named-query scores for ``include_named_queries_score`` given as a URL
+parameter, as here), and ``hybrid-rrf`` always fuses in the client: OpenSearch has no ``rrf`` retriever.
+
 HNSW (``--knn hnsw``) is approximate: a true neighbour can be missing from the vectors' window, so
 the union can lack it; the union's scores stay exact. A query with no tokens skips the first-stage
 search, and one whose vector is zero (cosine models) skips the vectors' search: Elasticsearch cannot
@@ -55,7 +60,7 @@ from elasticsearch.dsl import query as Q
 
 from es_plugin_bridge.core.fusion import minmax
 from es_plugin_bridge.data.types import Question
-from es_plugin_bridge.elastic import queries
+from es_plugin_bridge.elastic import opensearch_dsl, queries
 from es_plugin_bridge.elastic.connection import call
 from es_plugin_bridge.elastic.engine import ElasticsearchFirstStage
 from es_plugin_bridge.elastic.mappings import VECTOR_FIELD, rerank_text
@@ -217,8 +222,8 @@ def first_stage_score(hit: Mapping[str, Any], name: str = FIRST_STAGE_NAME) -> f
         return 0.0
     if not isinstance(matched, Mapping):
         raise UserError(
-            "Elasticsearch answered matched_queries without scores: mode hybrid needs "
-            "include_named_queries_score (Elasticsearch 8.8+)"
+            "the cluster answered matched_queries without scores: mode hybrid needs "
+            "include_named_queries_score (Elasticsearch 8.8+, OpenSearch 2.13+)"
         )
     return float(matched.get(name, 0.0))
 
@@ -375,7 +380,7 @@ class _WindowsMode(Mode):
         lists: dict[str, Hits] = {"first_stage": [], "dense": []}
         if not parts:
             return lists, []
-        lines = msearch_lines(list(parts.values()), self.preference)
+        lines = msearch_lines([self._body(part) for part in parts.values()], self.preference)
         start = time.perf_counter()
         answer = call(
             f"searching {self.index} (mode {self.name}: both windows)",
@@ -388,8 +393,9 @@ class _WindowsMode(Mode):
             if "error" in response:
                 error = response["error"]
                 reason = error.get("reason", error) if isinstance(error, Mapping) else error
+                engine = "OpenSearch" if opensearch_dsl.is_opensearch(self.client) else "Elasticsearch"
                 raise UserError(
-                    f"searching {self.index} (mode {self.name}, {name} window): Elasticsearch answered "
+                    f"searching {self.index} (mode {self.name}, {name} window): {engine} answered "
                     f"{response.get('status', '?')}: {reason}"
                 )
             lists[name] = [(h["_id"], float(h["_score"])) for h in response["hits"]["hits"]]
@@ -423,7 +429,7 @@ class HybridMode(_WindowsMode):
         if not union:
             return ModeResult([], True, timings_ms=timings, request=request)
         rest = queries.rest_of_fused(vector, embedding["terms"], self.beta, self.neural_similarity)
-        body = union_search(self.stage.similarity, tokens, union, rest)
+        body = self._body(union_search(self.stage.similarity, tokens, union, rest))
         request["search"] = body
         start = time.perf_counter()
         answer = call(
@@ -498,7 +504,10 @@ class HybridRrfMode(_WindowsMode):
 
 
 def rrf_in_elasticsearch(cluster: Any) -> bool:
-    """Whether the cluster runs the ``rrf`` retriever: enterprise or trial (``RANK_RRF_FEATURE``), 8.16+."""
+    """Whether the cluster runs the ``rrf`` retriever: enterprise or trial (``RANK_RRF_FEATURE``), 8.16+;
+    never OpenSearch, which has no retrievers."""
+    if getattr(cluster, "is_opensearch", False):
+        return False
     licensed = cluster.licence_active and cluster.licence in ENTERPRISE
     return bool(licensed and tuple(cluster.version) >= RRF_RETRIEVER_SINCE)
 

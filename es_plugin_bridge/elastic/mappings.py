@@ -11,7 +11,8 @@ Fields of a question document:
   with a whitespace tokenizer, so Elasticsearch sees exactly the embedded engine's tokens. Its
   similarity is BM25; the multi-fields ``text.lmdirichlet`` ... ``text.tfidf`` carry the other five;
 - ``rerank_text``: title then HTML body, the string Elasticsearch sends to the sidecar (mode native);
-- ``vector``: the model's neural vector (``dense_vector``, sized from the model directory);
+- ``vector``: the model's neural vector (``dense_vector``, sized from the model directory; on OpenSearch
+  the k-NN plugin's ``knn_vector``);
 - ``bow``: the weighted bag of words as ``rank_features`` (mode vectors).
 """
 
@@ -89,6 +90,33 @@ def similarity_setting(similarity: str, params: Mapping[str, Any] | None = None)
     return setting
 
 
+def vector_property(dimension: int, neural_similarity: str) -> dict[str, Any]:
+    """Elasticsearch's ``vector`` field: a ``dense_vector``, indexed for ``knn`` under cosine."""
+    if neural_similarity == "cosine":
+        # hnsw (not the quantised default) keeps the indexed vectors exact for knn as well.
+        return {"type": "dense_vector", "element_type": "float", "dims": dimension, "index": True,
+                "similarity": "cosine", "index_options": {"type": "hnsw"}}
+    # Manhattan models: scored by script only (no knn similarity is an L1 distance)
+    return {"type": "dense_vector", "element_type": "float", "dims": dimension, "index": False}
+
+
+def opensearch_vector_property(dimension: int, neural_similarity: str) -> dict[str, Any]:
+    """OpenSearch's ``vector`` field: the k-NN plugin's ``knn_vector`` (k-NN 2.19.1,
+    ``index/mapper/KNNVectorFieldMapper.java``).
+
+    Cosine: an HNSW graph of the ``lucene`` engine under ``cosinesimil`` (``engine/lucene/Lucene.java``
+    lists the spaces it supports). Not ``faiss`` or ``nmslib`` (2.19's default engine is faiss): their JNI
+    libraries are not in every k-NN build (not in Maven Central's zip), and a faiss index then hangs the
+    node at its first flush (docs/opensearch.md). Manhattan: no method, so the field is the flat one
+    (``FlatVectorFieldMapper``, indices from 2.17 on that are not ``index.knn``): doc values that the
+    k-NN Painless functions read, no graph — as Elasticsearch's ``index: false``.
+    """
+    if neural_similarity == "cosine":
+        return {"type": "knn_vector", "dimension": dimension,
+                "method": {"name": "hnsw", "engine": "lucene", "space_type": "cosinesimil"}}
+    return {"type": "knn_vector", "dimension": dimension}
+
+
 def index_body(
     *,
     dimension: int | None = None,
@@ -98,6 +126,7 @@ def index_body(
     default_pipeline: str | None = None,
     analyzer: str | None = None,
     analysis: Mapping[str, Any] | None = None,
+    engine: str = "elasticsearch",
 ) -> dict[str, Any]:
     """``PUT /<index>`` body: settings (one shard, so a rescore window is the global top) and mappings.
 
@@ -105,6 +134,8 @@ def index_body(
     ``default_pipeline``: the ingest pipeline every write goes through (Elasticsearch embeds).
     ``analyzer``/``analysis``: a user's own analyzer (and the analysis settings that define it) for
     ``text``, whose first stage then reads the user's plain text instead of the product's tokens.
+    ``engine``: ``opensearch`` maps the vector as the k-NN plugin's ``knn_vector`` (and turns on
+    ``index.knn`` for its HNSW graph); everything else is the same on both engines.
     """
     params = params or {}
     similarities = {similarity_name(s): similarity_setting(s, params.get(s)) for s in SIMILARITIES}
@@ -125,24 +156,10 @@ def index_body(
         },
         RERANK_FIELD: {"type": "text", "index": False},
     }
+    opensearch = engine == "opensearch"
     if dimension is not None:
-        if neural_similarity == "cosine":
-            # hnsw (not the quantised default) keeps the indexed vectors exact for knn as well.
-            properties[VECTOR_FIELD] = {
-                "type": "dense_vector",
-                "element_type": "float",
-                "dims": dimension,
-                "index": True,
-                "similarity": "cosine",
-                "index_options": {"type": "hnsw"},
-            }
-        else:  # Manhattan models: scored by script only (no knn similarity is an L1 distance)
-            properties[VECTOR_FIELD] = {
-                "type": "dense_vector",
-                "element_type": "float",
-                "dims": dimension,
-                "index": False,
-            }
+        field = opensearch_vector_property if opensearch else vector_property
+        properties[VECTOR_FIELD] = field(dimension, neural_similarity)
         properties[BOW_FIELD] = {"type": "rank_features"}
     mappings: dict[str, Any] = {"dynamic": "strict", "properties": properties}
     if meta:
@@ -157,6 +174,8 @@ def index_body(
     for kind, defs in ours.items():
         merged.setdefault(kind, {}).update(defs)
     settings: dict[str, Any] = {"number_of_shards": 1, "similarity": similarities, "analysis": merged}
+    if opensearch and dimension is not None and neural_similarity == "cosine":
+        settings["index.knn"] = True  # the k-NN plugin builds a field's graph only in a knn index
     if default_pipeline:
         settings["default_pipeline"] = default_pipeline
     return {"settings": settings, "mappings": mappings}

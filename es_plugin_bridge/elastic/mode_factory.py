@@ -66,7 +66,8 @@ def build_vectors(stage: ElasticsearchFirstStage, meta: Any, *, window: int, sid
     if meta.dimension is None:
         raise UserError(f"index {stage.index} holds no vectors (it was set up without a model)")
     embedder = SidecarEmbedder(sidecar_url, token=token, timeout=timeout)
-    one_call = cluster.paid and cluster.version >= (8, 18, 0)
+    # OpenSearch has no linear or rescorer retriever: the two calls (query, then query + rescore)
+    one_call = not cluster.is_opensearch and cluster.paid and cluster.version >= (8, 18, 0)
     return VectorsMode(stage, meta.beta(stage.similarity), window, embedder, meta.neural_similarity, one_call)
 
 

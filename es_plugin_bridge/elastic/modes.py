@@ -23,7 +23,7 @@ from typing import Any
 from es_plugin_bridge.bridge.search import BridgeSearch
 from es_plugin_bridge.bridge.sidecar_client import SidecarClient
 from es_plugin_bridge.data.types import Question
-from es_plugin_bridge.elastic import queries
+from es_plugin_bridge.elastic import opensearch_dsl, queries
 from es_plugin_bridge.elastic.connection import call
 from es_plugin_bridge.elastic.engine import ElasticsearchFirstStage
 from es_plugin_bridge.elastic.mappings import rerank_text
@@ -69,6 +69,12 @@ class Mode:
     @property
     def index(self) -> str:
         return self.stage.index
+
+    def _body(self, body: dict[str, Any]) -> dict[str, Any]:
+        """``body`` as this cluster's engine reads it: unchanged for Elasticsearch; for OpenSearch its
+        vector parts in the k-NN plugin's terms (``elastic/opensearch_dsl.py``). What is sent is what
+        ``--explain`` shows."""
+        return opensearch_dsl.translate(body) if opensearch_dsl.is_opensearch(self.client) else body
 
     def _search(self, k: int, *, sources: bool = True, **body: Any) -> tuple[dict[str, Any], float]:
         """One search of the index; ``preference`` (when given) pins the shard copies it reads.
@@ -212,7 +218,7 @@ class VectorsMode(Mode):
         pin = {"preference": f"esrerank-{uuid.uuid4().hex}"}
         probe, timings["window"] = self._search(window, sources=False, query=first, **pin)
         weight = queries.basic_query_weight(self.beta["first_stage"], [s for _, s in _hits(probe)])
-        body = {"query": first, "rescore": queries.rescore(rest, window, weight)}
+        body = self._body({"query": first, "rescore": queries.rescore(rest, window, weight)})
         answer, timings["search"] = self._search(k, **body, **pin)
         return ModeResult(_hits(answer), True, timings_ms=timings, request=body)
 

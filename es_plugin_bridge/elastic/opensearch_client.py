@@ -81,13 +81,23 @@ class OpenSearchClient:
     def search(self, *, index: str, query: Any = None, size: int | None = None, source: Any = None,
                track_total_hits: Any = None, preference: str | None = None,
                search_pipeline: str | None = None, verbose_pipeline: bool | None = None,
-               **body: Any) -> Answer:
-        """``POST /index/_search``; every other keyword (``rescore``, ``ext``, ...) goes into the body."""
+               include_named_queries_score: bool | None = None, **body: Any) -> Answer:
+        """``POST /index/_search``; every other keyword (``rescore``, ``ext``, ...) goes into the body.
+
+        ``include_named_queries_score`` is sent as the URL parameter: OpenSearch 2.19 writes the named
+        queries' scores only when the URL asks (``SearchHit.toInnerXContent`` reads
+        ``RestSearchAction.INCLUDE_NAMED_QUERIES_SCORE_PARAM``); the same key in the body computes them
+        and answers names only."""
         payload = _drop_none({"query": query, "size": size, "_source": source,
                               "track_total_hits": track_total_hits, **body})
         params = _drop_none({"preference": preference, "search_pipeline": search_pipeline,
-                             "verbose_pipeline": "true" if verbose_pipeline else None})
+                             "verbose_pipeline": "true" if verbose_pipeline else None,
+                             "include_named_queries_score": "true" if include_named_queries_score else None})
         return self._call(self._os.search, index=index, body=payload, params=params)
+
+    def msearch(self, *, index: str, searches: list[Any]) -> Answer:
+        """``POST /index/_msearch`` of header and body lines, as elasticsearch-py's ``searches=``."""
+        return self._call(self._os.msearch, index=index, body=list(searches))
 
     def get(self, *, index: str, id: str, source_includes: list[str] | None = None) -> Answer:
         params = _drop_none({"_source_includes": ",".join(source_includes) if source_includes else None})

@@ -160,26 +160,55 @@ def _mode_lines(cluster: ClusterInfo, meta: IndexMeta, endpoints: dict[str, str]
 
 
 def provision_opensearch(client: Any, cluster: ClusterInfo, index: str, meta: IndexMeta, *, sidecar: str,
-                         token: str | None, recreate: bool = False) -> Provisioned:
+                         token: str | None, recreate: bool = False, no_vectors: bool = False) -> Provisioned:
     """``es setup`` on OpenSearch: the questions index (the same similarities, analyzer and fields as on
-    Elasticsearch; no vectors yet) and the search pipeline through which OpenSearch calls the sidecar."""
+    Elasticsearch; the vector a k-NN ``knn_vector``, the BOW terms ``rank_features``) and the search
+    pipeline through which OpenSearch calls the sidecar. ``es index`` embeds on the client."""
     from es_plugin_bridge.elastic.opensearch_rerank import register_rerank
 
+    if no_vectors:
+        meta = replace(meta, dimension=None)
     if call("checking the index", client.indices.exists, index=index):
         if not recreate:
             raise UserError(f"index {index} already exists (--recreate deletes it first)")
         call(f"deleting {index}", client.indices.delete, index=index)
     registered = register_rerank(client, index, sidecar, token)
-    meta = replace(meta, dimension=None, search_pipeline=registered["search_pipeline"])
-    body = mappings.index_body(meta=meta.as_dict())
+    meta = replace(meta, search_pipeline=registered["search_pipeline"])
+    body = mappings.index_body(dimension=meta.dimension, neural_similarity=meta.neural_similarity,
+                               meta=meta.as_dict(), engine="opensearch")
     call(f"creating index {index}", client.indices.create, index=index, **body)
     done = Provisioned(index, meta)
+    vectors = "no vectors" if meta.dimension is None else f"{meta.dimension}-d vectors"
     done.lines += [
-        f"created index {index} for {meta.model} ({meta.model_type}, text only) on {cluster.name}",
+        f"created index {index} for {meta.model} ({meta.model_type}, {vectors}) on {cluster.name}",
         f"registered ml-commons model {registered['model_id']} (connector {registered['connector_id']}) "
         f"calling {sidecar.rstrip('/')}/v1/rerank",
-        f"mode rerank:  ready (search pipeline {registered['search_pipeline']})",
-        "mode bridge:  ready",
-        "modes native, vectors, hybrid, hybrid-rrf: Elasticsearch only",
+        *_opensearch_mode_lines(cluster, meta, registered["search_pipeline"]),
     ]
     return done
+
+
+def _opensearch_mode_lines(cluster: ClusterInfo, meta: IndexMeta, pipeline: str) -> list[str]:
+    """One line per mode on OpenSearch: ready (and how), or unavailable and why; then the modes that run
+    on Elasticsearch only (from the registry)."""
+    from es_plugin_bridge.elastic.mode_registry import mode_names, vector_modes
+
+    no_vectors = meta.no_vectors_reason
+    if no_vectors is None:
+        lines = ["OpenSearch embeds: no (es index embeds on the client through the sidecar's /v1/embed)",
+                 "mode vectors: ready, two calls (OpenSearch has no linear or rescorer retriever)"]
+        try:
+            cluster.require("hybrid")
+            exact = " (exact knn only: Manhattan vectors have no HNSW)"
+            lines.append("mode hybrid:  ready" + ("" if meta.neural_similarity == "cosine" else exact))
+        except UserError as exc:
+            lines.append(f"mode hybrid:  unavailable ({exc})")
+        lines.append("mode hybrid-rrf: ready (the client fuses: OpenSearch has no rrf retriever)")
+    else:
+        hint = "; use rerank or bridge" if meta.pairwise else ""
+        lines = [f"mode {mode}: unavailable ({no_vectors}{hint})" for mode in vector_modes()]
+    lines += [f"mode rerank:  ready (search pipeline {pipeline})", "mode bridge:  ready"]
+    elsewhere = [mode for mode in mode_names() if mode not in mode_names(cluster.engine)]
+    if elsewhere:
+        lines.append(f"mode{'s' if len(elsewhere) > 1 else ''} {', '.join(elsewhere)}: Elasticsearch only")
+    return lines

@@ -105,8 +105,6 @@ class IndexMeta:
         if self.pairwise:
             return (f"{self.model} ({self.model_type}) reads a query and a document together and has no "
                     "vector per text")
-        if self.dimension is None and self.search_pipeline:
-            return "an OpenSearch index holds no vectors yet (its modes: rerank, bridge)"
         if self.dimension is None:
             return "the index holds no vectors (--no-vectors)"
         return None

@@ -38,11 +38,19 @@ RRF_K = 60
 
 
 def top_k(scores: np.ndarray, k: int) -> np.ndarray:
-    """Positions of the ``k`` highest finite scores, best first; ties keep the lower position first."""
+    """Positions of the ``k`` highest finite scores, best first; ties keep the lower position first,
+    also at the cut: of documents tied with the ``k``-th score, the lower positions are taken
+    (``argpartition`` alone takes any of them), so the top ``k`` is the top ``n``'s first ``k``."""
     k = min(k, len(scores))
     if k <= 0:
         return np.zeros(0, dtype=np.int64)
-    top = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
+    if k < len(scores):
+        ranked = np.where(np.isnan(scores), -np.inf, scores)  # NaN is never kept: rank it last
+        kth = ranked[np.argpartition(-ranked, k - 1)[k - 1]]
+        above = np.flatnonzero(ranked > kth)
+        top = np.concatenate([above, np.flatnonzero(ranked == kth)[: k - len(above)]])
+    else:
+        top = np.arange(len(scores))
     top = top[np.lexsort((top, -scores[top]))]
     return top[np.isfinite(scores[top])]
 

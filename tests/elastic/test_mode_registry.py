@@ -30,7 +30,7 @@ def test_the_modes_are_registered_in_help_order_with_their_engines():
     assert MODES == ("native", "vectors", "bridge", "hybrid", "hybrid-rrf", "rerank")
     assert vector_modes() == ("vectors", "hybrid", "hybrid-rrf")
     assert mode_names("elasticsearch") == ("native", "vectors", "bridge", "hybrid", "hybrid-rrf")
-    assert mode_names("opensearch") == ("bridge", "rerank")
+    assert mode_names("opensearch") == ("vectors", "bridge", "hybrid", "hybrid-rrf", "rerank")
     assert {m: mode_spec(m).ranker for m in MODES} == {
         "native": "fused", "vectors": "fused", "bridge": "fused", "hybrid": "hybrid",
         "hybrid-rrf": "hybrid-rrf", "rerank": "model"}
@@ -43,10 +43,11 @@ def test_every_place_that_names_modes_has_this_one(mode):
     assert mode in searched and mode in evaluated
     spec = mode_spec(mode)
     assert callable(spec.load())  # its builder exists where its entry says
-    engine = spec.engines[0]
-    newest = ClusterInfo((9, 5, 0), "trial", True) if engine == "elasticsearch" else \
-        ClusterInfo((2, 19, 1), "apache-2.0", True, "opensearch")
-    newest.require(mode)  # the requirement table knows it: its engine's newest cluster runs it
+    for engine in spec.engines:  # the requirement table knows it: each engine's newest cluster runs it
+        newest = ClusterInfo((9, 5, 0), "trial", True) if engine == "elasticsearch" else \
+            ClusterInfo((2, 19, 1), "apache-2.0", True, "opensearch")
+        newest.require(mode)
+        assert set(spec.requires) <= set(spec.engines)  # no requirement for an engine it does not run on
     pairwise = SimpleNamespace(pairwise=True, model="tiny", model_type="cross-encoder")
     if spec.needs_vectors:
         with pytest.raises(UserError, match=f"mode {mode} needs the model's vectors"):
@@ -68,6 +69,12 @@ def test_a_modes_own_requirements_are_checked(mode, cluster, says):
         ClusterInfo((9, 1, 0), "trial", True).require("rerank")
     with pytest.raises(UserError, match=r"mode rerank needs OpenSearch 2\.15\+; this cluster is 2\.13\.0"):
         ClusterInfo((2, 13, 0), "apache-2.0", True, "opensearch").require("rerank")
+    # hybrid reads named-query scores: Elasticsearch 8.8, OpenSearch 2.13 (each engine its own entry)
+    with pytest.raises(UserError, match=r"mode hybrid needs OpenSearch 2\.13\+; this cluster is 2\.12\.0"):
+        ClusterInfo((2, 12, 0), "apache-2.0", True, "opensearch").require("hybrid")
+    ClusterInfo((2, 13, 0), "apache-2.0", True, "opensearch").require("hybrid")
+    ClusterInfo((3, 0, 0), "apache-2.0", True, "opensearch").require("hybrid")
+    ClusterInfo((2, 0, 0), "apache-2.0", True, "opensearch").require("vectors")
 
 
 def test_an_unknown_mode_is_one_line_naming_the_known_ones():

@@ -25,7 +25,7 @@ def quick_start() -> list[str]:
 
 def test_the_quick_start_is_setup_index_search_and_evaluate():
     commands = [shlex.split(line)[2] for line in quick_start()]
-    assert commands == ["setup", "index", "search", "search", "evaluate"]
+    assert commands == ["setup", "index", "search", "search", "search", "evaluate"]
 
 
 def test_the_quick_start_runs_as_written(opensearch, exported, cli, monkeypatch, tmp_path):
@@ -41,6 +41,8 @@ def test_the_quick_start_runs_as_written(opensearch, exported, cli, monkeypatch,
             assert code == 0, (line, err)
             outputs.append(out)
     assert "mode rerank:  ready (search pipeline questions-rerank)" in outputs[0]
+    assert "mode hybrid:  ready" in outputs[0]
     assert "indexed 550" in outputs[1]
     assert "mode rerank" in outputs[2] and "first-stage order" not in outputs[2]
-    assert "model = mode rerank over bm25" in outputs[4]
+    assert "mode hybrid" in outputs[4] and "Q" in outputs[4]  # hits, with their SemEval ids
+    assert "model = mode rerank over bm25" in outputs[5]

@@ -5,15 +5,16 @@ The commands read the engine from the cluster (``GET /``) and reach OpenSearch t
 through the search pipeline ``es setup`` put: the hits come back in the sidecar's order of the first
 stage's window, the model's own order, with its scores) and ``bridge`` (this client calls the sidecar
 and fuses with β: the in-process ``fused`` ranker's order). ``es evaluate`` gives the in-process
-figures, and writes its results index on the node.
+figures, and writes its results index on the node. The vector modes (``vectors``, ``hybrid``,
+``hybrid-rrf``) are in ``test_opensearch_vectors.py``.
 """
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
+from es_commands import SEMEVAL_DEV, TOKEN, common, run
 from live_sidecar import post, serve
 
 from es_plugin_bridge.data.questions import question_from_text
@@ -24,36 +25,13 @@ from es_plugin_bridge.text import Preprocessor
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
-SAMPLES = Path(__file__).resolve().parents[2] / "es_plugin_bridge" / "samples"
-SEMEVAL_DEV = SAMPLES / "semeval2016-task3" / "SemEval2016-Task3-CQA-QL-dev.xml"
-TOKEN = "es-commands-t0ken"
 INDEX = "es-questions"
-
-
-@pytest.fixture(scope="module")
-def sidecar(exported, tmp_path_factory):
-    with serve(exported["bow-cnn"], TOKEN, tmp_path_factory.mktemp("token")) as url:
-        yield url, exported["bow-cnn"]
-
-
-def common(opensearch, sidecar_url: str) -> list[str]:
-    return ["--es-url", opensearch.url, "--sidecar", sidecar_url, "--token", TOKEN]
 
 
 @pytest.fixture(scope="module")
 def indexed(opensearch, sidecar):
     """es setup + es index of SemEval dev, through the console entry point's own code."""
-    from es_plugin_bridge.cli.main import main
-
     url, model = sidecar
-
-    def run(argv: list[str]) -> int:
-        try:
-            main(argv)
-        except SystemExit as exc:
-            return int(exc.code or 0)
-        return 0
-
     assert run(["es", "setup", str(model), "--index", INDEX, *common(opensearch, url)]) == 0
     assert run(["es", "index", f"semeval:{SEMEVAL_DEV}", "--index", INDEX, "--no-progress",
                 *common(opensearch, url)]) == 0
@@ -67,7 +45,8 @@ def test_setup_says_what_runs_on_opensearch(opensearch, sidecar, cli):
     assert "on OpenSearch 2.19.1" in out and "mode rerank:  ready (search pipeline setup-lines-rerank)" in out
     assert "next: esrerank es index SPEC --index setup-lines" in out
     meta = opensearch.ok("GET", "/setup-lines/_mapping")["setup-lines"]["mappings"]["_meta"]["esrerank"]
-    assert meta["search_pipeline"] == "setup-lines-rerank" and meta["dimension"] is None
+    assert meta["search_pipeline"] == "setup-lines-rerank" and meta["dimension"] == 24  # the tiny BOW-CNN's
+    assert "mode native: Elasticsearch only" in out and "mode vectors: ready, two calls" in out
     code, _, err = cli(["es", "setup", str(model), "--index", "setup-lines", *common(opensearch, url)])
     assert code == 2 and "index setup-lines already exists (--recreate deletes it first)" in err
 
@@ -119,7 +98,8 @@ def test_elasticsearch_modes_are_refused_in_one_line(indexed, opensearch, cli):
     code, out, err = cli(["es", "search", "visa", "--mode", "native", "--index", INDEX,
                           *common(opensearch, indexed)])
     assert code != 0 and out == ""
-    assert err.strip() == "error: mode native does not run on OpenSearch 2.19.1; its modes: bridge, rerank"
+    assert err.strip() == ("error: mode native does not run on OpenSearch 2.19.1; its modes: vectors, "
+                           "bridge, hybrid, hybrid-rrf, rerank")
 
 
 def test_es_evaluate_bridge_gives_the_in_process_figures_and_writes_the_results_index(
@@ -180,9 +160,22 @@ def test_mode_rerank_says_when_opensearch_kept_the_first_stage_order(opensearch,
     assert len(result["hits"]) == 10
 
 
-def test_index_says_why_an_opensearch_index_gets_the_text_only(indexed, opensearch, cli):
-    code, out, err = cli(["es", "index", f"semeval:{SEMEVAL_DEV}", "--index", INDEX, "--resume",
-                          "--no-progress", *common(opensearch, indexed)])
+def test_an_index_set_up_without_vectors_gets_the_text_only_and_refuses_the_vector_modes(
+        opensearch, sidecar, cli):
+    url, model = sidecar
+    code, out, err = cli(["es", "setup", str(model), "--index", "text-only", "--no-vectors",
+                          *common(opensearch, url)])
     assert code == 0, err
-    said = "(an OpenSearch index holds no vectors yet (its modes: rerank, bridge)): indexing the text only"
+    for mode in ("vectors", "hybrid", "hybrid-rrf"):
+        assert f"mode {mode}: unavailable (the index holds no vectors (--no-vectors))" in out
+    assert "vector" not in opensearch.ok("GET", "/text-only/_mapping")["text-only"]["mappings"]["properties"]
+    code, out, err = cli(["es", "index", f"semeval:{SEMEVAL_DEV}", "--index", "text-only", "--no-progress",
+                          *common(opensearch, url)])
+    assert code == 0, err
+    said = "index text-only holds no vectors (the index holds no vectors (--no-vectors)): indexing the text"
     assert said in err
+    code, out, err = cli(["es", "search", "visa", "--mode", "hybrid", "--index", "text-only",
+                          *common(opensearch, url)])
+    assert code != 0 and out == ""
+    assert err.strip() == ("error: mode hybrid searches the model's vectors; index text-only holds none "
+                           "(it was set up with --no-vectors or without a model)")

@@ -18,7 +18,7 @@ from es_plugin_bridge.evaluation.retrieval import (
     protocol_queries,
 )
 from es_plugin_bridge.rankers import RankerContext, TokenCache
-from es_plugin_bridge.rankers.whole_collection import RRF_K
+from es_plugin_bridge.rankers.whole_collection import RRF_K, top_k
 from es_plugin_bridge.text import Preprocessor, TextOptions
 
 SAMPLES = Path(__file__).resolve().parents[2] / "es_plugin_bridge" / "samples"
@@ -130,3 +130,20 @@ def test_the_new_rankers_need_a_model_and_hybrid_is_retrieval_only():
     with pytest.raises(UserError, match="'hybrid' does not support --task rerank"):
         registry.check(["hybrid"], "rerank", has_model=True)
     registry.check(["dense", "hybrid", "hybrid-rrf"], "retrieval", has_model=True)
+
+
+def test_top_k_keeps_the_lower_positions_of_a_tie_at_the_cut():
+    """``argpartition`` alone takes any of the documents tied with the k-th score; ``hybrid-rrf``'s
+    scores tie often (1/61, 1/62, ...), and its top 10 must be its top 100's first 10, which the OpenSearch
+    and Elasticsearch modes (ties to the smaller doc id: the collection's order) reproduce."""
+    rng = np.random.default_rng(7)
+    for _ in range(2000):
+        scores = rng.integers(0, 4, int(rng.integers(1, 40))).astype(float)
+        for _ in range(int(rng.integers(0, 3))):
+            scores[rng.integers(0, len(scores))] = (-np.inf, np.nan)[int(rng.integers(0, 2))]
+        k = int(rng.integers(1, len(scores) + 2))
+        order = np.lexsort((np.arange(len(scores)), -np.nan_to_num(scores, nan=-np.inf)))
+        assert list(top_k(scores, k)) == [i for i in order[:k] if np.isfinite(scores[i])]
+    # RRF shares: 1/61, then 1/62, 1/63, 1/64 repeating (argpartition took position 14 before 11 here)
+    rrf = np.array([1 / 61] + [1 / (62 + i % 3) for i in range(14)])
+    assert list(top_k(rrf, 10)) == [0, 1, 4, 7, 10, 13, 2, 5, 8, 11]

@@ -23,8 +23,9 @@ __all__ = ["ModeSpec", "mode_names", "mode_spec", "register_mode", "vector_modes
 
 @dataclass(frozen=True)
 class ModeSpec:
-    """One mode. ``requires``: the cluster version and licence it needs, in ``ClusterInfo.require``'s
-    shape (``version``: {major: (major, first minor)}, ``version_text``, ``licence``, ``why``);
+    """One mode. ``requires``: per engine it runs on, the cluster version and licence it needs there, in
+    ``ClusterInfo.require``'s shape (``version``: {major: (major, first minor)}, ``version_text``,
+    ``licence``, ``why``); an engine it does not name needs nothing;
     ``builder``: ``"module:attr"`` of ``build(stage, meta, *, window, sidecar_url, token, timeout,
     cluster, allow_rerank_failures, knn) -> Mode``; ``ranker``: the in-process ranker whose order the
     mode gives (``es evaluate`` reports the mode under that name); ``order``: its place in ``--help``."""
@@ -34,9 +35,13 @@ class ModeSpec:
     summary: str
     engines: tuple[str, ...] = ("elasticsearch",)
     needs_vectors: bool = False
-    requires: Mapping[str, Any] = field(default_factory=dict)
+    requires: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     ranker: str = "fused"
     order: int = 0
+
+    def requirements(self, engine: str) -> Mapping[str, Any]:
+        """What this mode needs of a cluster of ``engine`` (nothing when the entry names none)."""
+        return self.requires.get(engine, {})
 
     def load(self) -> Callable[..., Any]:
         module, _, attr = self.builder.partition(":")

@@ -7,6 +7,7 @@ register_mode(ModeSpec(
     "native", "es_plugin_bridge.elastic.mode_factory:build_native",
     "Elasticsearch calls the sidecar (inference endpoint + text_similarity_reranker)",
     # the custom inference service and text_similarity_reranker: 8.19 / 9.1, enterprise or trial
-    requires={"version": {8: (8, 19), 9: (9, 1)}, "version_text": "8.19+ or 9.1+", "licence": True,
-              "why": "the custom inference service and text_similarity_reranker"},
+    requires={"elasticsearch": {"version": {8: (8, 19), 9: (9, 1)}, "version_text": "8.19+ or 9.1+",
+                                "licence": True,
+                                "why": "the custom inference service and text_similarity_reranker"}},
     order=0))
