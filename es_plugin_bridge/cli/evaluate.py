@@ -1,6 +1,6 @@
 """``esrerank evaluate``: score rankers on one of the three tasks and write the contract's outputs.
 
-Forms (DESIGN.md):
+Forms (docs/getting-started.md has each with real data):
   --task rerank    --data semeval:FILE.xml --rankers given,bm25,lmdirichlet --json OUT.json
   --task retrieval --queries pairs:TEST.tsv --corpus pairs:A.tsv [--corpus ...] --rankers ... --json OUT
   --task classify  --data pairs:TEST.tsv --dev pairs:DEV.tsv (--model DIR | --rankers bm25,...) --json OUT

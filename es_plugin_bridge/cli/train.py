@@ -18,13 +18,13 @@ from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.models.registry import (  # torch-free
     ALL_TYPES,
     LOSS_NAMES,
-    MODEL_TYPES,
     OPTIMIZERS,
+    PAPER_TYPES,
     RECIPE_NAMES,
 )
 from es_plugin_bridge.training.dev_split import FUSION_FITS, HELD_OUT  # torch-free
 
-__all__ = ["ALL_TYPES", "MODEL_TYPES", "train"]
+__all__ = ["ALL_TYPES", "PAPER_TYPES", "train"]
 
 
 def _hyper(items: tuple[str, ...]) -> dict[str, object]:

@@ -80,9 +80,6 @@ RANK_CONSTANT = 60
 MAX_NUM_CANDIDATES = 10_000
 #: The ``rrf`` retriever's first GA release; before it (or without enterprise) the client fuses.
 RRF_RETRIEVER_SINCE = (8, 16, 0)
-ENTERPRISE = frozenset({"trial", "enterprise"})
-
-
 def num_candidates(window: int) -> int:
     """HNSW candidates per shard: 10× the window (capped at Elasticsearch's 10,000), ≥ ``k``."""
     if window > MAX_NUM_CANDIDATES:
@@ -95,12 +92,6 @@ def has_direction(vector: Sequence[float]) -> bool:
     return any(float(x) != 0.0 for x in vector)
 
 
-def _id_clauses(only: Collection[str] | None, exclude: Collection[str] | None) -> tuple[list[Any], list[Any]]:
-    filters = [Q.Ids(values=list(dict.fromkeys(only)))] if only is not None else []
-    must_not = [Q.Ids(values=sorted(exclude))] if exclude else []
-    return filters, must_not
-
-
 def exact_dense_query(
     vector: Sequence[float],
     similarity: str,
@@ -110,7 +101,7 @@ def exact_dense_query(
 ) -> Body:
     """The exact nearest neighbours: ``script_score`` of the neural similarity (cosine + 1, or
     exp(−L1)) over every document that has a vector, as the in-process ``dense`` ranker computes it."""
-    filters, must_not = _id_clauses(only, exclude)
+    filters, must_not = queries.id_clauses(only, exclude)
     return Q.ScriptScore(
         query=Q.Bool(filter=[Q.Exists(field=VECTOR_FIELD), *filters], must_not=must_not),
         script={"source": queries.neural_script(similarity), "params": {"q": [float(x) for x in vector]}},
@@ -135,7 +126,7 @@ def knn_search(
     else:
         body["query_vector"] = [float(x) for x in vector]
     body.update({"k": window, "num_candidates": num_candidates(window)})
-    filters, must_not = _id_clauses(only, exclude)
+    filters, must_not = queries.id_clauses(only, exclude)
     if filters or must_not:
         body["filter"] = Q.Bool(filter=filters, must_not=must_not).to_dict()
     return body
@@ -508,8 +499,7 @@ def rrf_in_elasticsearch(cluster: Any) -> bool:
     never OpenSearch, which has no retrievers."""
     if getattr(cluster, "is_opensearch", False):
         return False
-    licensed = cluster.licence_active and cluster.licence in ENTERPRISE
-    return bool(licensed and tuple(cluster.version) >= RRF_RETRIEVER_SINCE)
+    return bool(cluster.paid and tuple(cluster.version) >= RRF_RETRIEVER_SINCE)
 
 
 def make_hybrid_mode(

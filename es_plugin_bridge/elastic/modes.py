@@ -1,4 +1,5 @@
-"""The three ways to rerank with Elasticsearch (DESIGN.md, "Elasticsearch modes"), one class each.
+"""Modes native, vectors and bridge, one class each (docs/elasticsearch.md; ``hybrid.py`` holds hybrid and
+hybrid-rrf, ``opensearch_rerank.py`` OpenSearch's rerank; the registry, ``mode_registry``, lists them all).
 
 Every mode answers ``search(query, k, only=, exclude=)`` with hits best first; each ends in the
 product's ``fused`` order over the same first-stage window (up to ties and the ``rank_features``

@@ -6,7 +6,7 @@ typed classes in elasticsearch-py 9.x, so they are dicts shaped after the specif
 ``TextSimilarityReranker``, ``RescorerRetriever``) and ``_global/search/_types/rescoring.ts``
 (``Rescore``, ``RescoreQuery``). ``tests/elastic/test_es_requests.py`` checks every body against those shapes.
 
-Exactness (``../shared/ELASTICSEARCH.md``): every mode ends in the product's ``fused`` order —
+Exactness (docs/elasticsearch.md): every mode ends in the product's ``fused`` order —
 ``β_fs·minmax(first stage) + β_bow·bow + β_nn·neural`` — plus one constant per query.
 """
 
@@ -39,9 +39,17 @@ def first_stage_query(
     engine's ``score``). ``exclude`` drops ids (the query itself, in retrieval).
     """
     match = Q.Match(**{FIELDS[similarity]: {"query": " ".join(tokens)}})
-    filters = [Q.Ids(values=list(only))] if only is not None else []
-    must_not = [Q.Ids(values=sorted(exclude))] if exclude else []
+    filters, must_not = id_clauses(only, exclude)
     return Q.Bool(should=[match], filter=filters, must_not=must_not).to_dict()
+
+
+def id_clauses(only: Collection[str] | None, exclude: Collection[str] | None) -> tuple[list[Any], list[Any]]:
+    """The ``filter`` and ``must_not`` clauses that keep only ``only`` (in their order, once each) and drop
+    ``exclude``: ``ids`` in ``filter`` keeps the given documents and in ``must_not`` drops them
+    (``IdsQueryBuilder``, ``BoolQueryBuilder``)."""
+    filters = [Q.Ids(values=list(dict.fromkeys(only)))] if only is not None else []
+    must_not = [Q.Ids(values=sorted(exclude))] if exclude else []
+    return filters, must_not
 
 
 def bow_query(terms: Mapping[str, float]) -> Body:

@@ -29,7 +29,7 @@ BASELINE = "bm25"
 #: The mode of an in-process run; a run through a cluster is written under its registered mode.
 NO_MODE = "none"
 
-#: Every metric a task reports (DESIGN.md), as written in the JSON; a test checks them against the
+#: Every metric a task reports (docs/results.md), as written in the JSON; a test checks them against the
 #: evaluation modules. ``threshold`` (classify) is a run-level figure, not a per-query one.
 TASK_METRICS = {"rerank": ("map", "mrr", "p@1", "p@5", "p@10"),
                 "retrieval": ("acc@1", "acc@5", "acc@10", "mrr@10"),

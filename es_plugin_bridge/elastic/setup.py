@@ -59,7 +59,7 @@ def inference_endpoint(sidecar_url: str, first_stage: str, token: str | None) ->
     """``PUT _inference/rerank/<id>`` body of the ``custom`` service calling ``/v1/rerank?score=linear``.
 
     Shape: elasticsearch-specification ``inference/put_custom`` (``PutCustomRequestExample1.yaml``,
-    Cohere-style rerank) and ``../shared/ELASTICSEARCH.md``. ``score=linear`` makes the sidecar
+    Cohere-style rerank). ``score=linear`` makes the sidecar
     answer the linear rest of the fused score (≥ 0) instead of a probability, so the ``linear``
     retriever's sum keeps the fused order. ``secret_parameters`` is required even without a token.
     """
@@ -287,9 +287,3 @@ def check_sidecar(embedder: SidecarEmbedder, model_dir: Any) -> dict[str, Any]:
     _check_serves(model_dir.config, ready)
     embedder.check_token(pairwise=bool(model_dir.pairwise))
     return ready
-
-
-def put_meta(client: Any, index: str, meta: IndexMeta) -> None:
-    call(
-        f"updating {index}'s _meta", client.indices.put_mapping, index=index, meta={META_KEY: meta.as_dict()}
-    )

@@ -1,6 +1,6 @@
 """The neural question-similarity models behind one encoder interface.
 
-``build_model`` makes a :class:`QuestionSimilarityModel` for any of the papers' :data:`MODEL_TYPES`;
+``build_model`` makes a :class:`QuestionSimilarityModel` for any of the papers' :data:`PAPER_TYPES`;
 ``TitleDecoder`` pre-trains the RCNN / LSTM / GRU encoders (Lei et al., Section 4.2); every type,
 the transformer included, is one entry of ``models.registry``. Attributes load lazily, so importing
 the torch-free registry (``esrerank --help``) does not import torch.
@@ -13,7 +13,7 @@ from typing import Any
 
 _WHERE = {
     "ALL_TYPES": "registry",
-    "MODEL_TYPES": "registry",
+    "PAPER_TYPES": "registry",
     "PRETRAINABLE_TYPES": "registry",
     "REGISTRY": "registry",
     "Encoder": "base",

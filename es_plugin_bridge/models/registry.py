@@ -167,8 +167,9 @@ REGISTRY: dict[str, ModelType] = {
 
 #: Every type ``esrerank train`` takes.
 ALL_TYPES = tuple(REGISTRY)
-#: The papers' types: :func:`~es_plugin_bridge.models.build_model` builds these over the vocabulary.
-MODEL_TYPES = tuple(name for name, t in REGISTRY.items() if t.family == "vocabulary")
+#: The papers' seven types (the vocabulary family, which :func:`~es_plugin_bridge.models.build_model`
+#: builds over word vectors); ALL_TYPES adds the pretrained sub-word types (transformer, cross-encoder).
+PAPER_TYPES = tuple(name for name, t in REGISTRY.items() if t.family == "vocabulary")
 PRETRAINABLE_TYPES = tuple(name for name, t in REGISTRY.items() if t.pretrainable)
 
 
@@ -223,6 +224,6 @@ def hyper_defaults(model_type: str) -> dict[str, Any]:
     return hyper_class(model_type)().model_dump(mode="json")
 
 
-__all__ = ["ALL_TYPES", "LOSS_NAMES", "MODEL_TYPES", "OPTIMIZERS", "PRETRAINABLE_TYPES", "RECIPE_NAMES",
+__all__ = ["ALL_TYPES", "LOSS_NAMES", "PAPER_TYPES", "OPTIMIZERS", "PRETRAINABLE_TYPES", "RECIPE_NAMES",
            "REGISTRY", "ModelType", "Recipe", "encoder_class", "encoder_kwargs", "hyper_class",
            "hyper_defaults", "model_type", "parse_hyper"]

@@ -101,9 +101,9 @@ LOSSES = {"logistic": logistic_ranking_loss, "max-margin": max_margin_loss, "mse
 
 
 def _paper_losses() -> dict[str, str]:
-    from es_plugin_bridge.models.registry import MODEL_TYPES, REGISTRY
+    from es_plugin_bridge.models.registry import PAPER_TYPES, REGISTRY
 
-    return {name: REGISTRY[name].recipe.loss for name in MODEL_TYPES}
+    return {name: REGISTRY[name].recipe.loss for name in PAPER_TYPES}
 
 
 #: Each paper model type's objective (from its registry entry).

@@ -13,7 +13,7 @@ import torch
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.models import build_model, hyper_defaults
 from es_plugin_bridge.models.hyper import LSTMHyper
-from es_plugin_bridge.models.registry import ALL_TYPES, MODEL_TYPES, REGISTRY, ModelType, Recipe, model_type
+from es_plugin_bridge.models.registry import ALL_TYPES, PAPER_TYPES, REGISTRY, ModelType, Recipe, model_type
 from es_plugin_bridge.training.losses import PAPER_LOSS
 from es_plugin_bridge.training.recipes import recipe_for
 
@@ -23,8 +23,8 @@ def test_every_table_is_read_from_the_registry():
 
     choices = next(p for p in train.params if p.name == "model_type").type.choices
     assert tuple(choices) == ALL_TYPES == tuple(REGISTRY)
-    assert "transformer" in ALL_TYPES and "transformer" not in MODEL_TYPES
-    assert {name: REGISTRY[name].recipe.loss for name in MODEL_TYPES} == PAPER_LOSS
+    assert "transformer" in ALL_TYPES and "transformer" not in PAPER_TYPES
+    assert {name: REGISTRY[name].recipe.loss for name in PAPER_TYPES} == PAPER_LOSS
     for name, entry in REGISTRY.items():
         assert recipe_for(name) == entry.recipe
         assert hyper_defaults(name) == entry.hyper().model_dump(mode="json")

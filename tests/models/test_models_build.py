@@ -8,7 +8,7 @@ import torch
 from test_models_data import SMALL, Vocab, one_thread, read_pairs, small_model  # noqa: F401
 
 from es_plugin_bridge.errors import UserError
-from es_plugin_bridge.models import MODEL_TYPES, build_model, hyper_defaults, manhattan_similarity
+from es_plugin_bridge.models import PAPER_TYPES, build_model, hyper_defaults, manhattan_similarity
 
 
 def test_unknown_model_type_names_it_and_the_choices():
@@ -50,7 +50,7 @@ def test_embeddings_initialise_and_can_freeze():
     assert not model.encoder.embedding.weight.requires_grad
 
 
-@pytest.mark.parametrize("model_type", MODEL_TYPES)
+@pytest.mark.parametrize("model_type", PAPER_TYPES)
 def test_config_is_json_and_rebuilds_the_same_architecture(model_type):
     import json
 
@@ -95,4 +95,4 @@ def test_left_aligned_masks_are_required():
         model.encode(ids, holey, ids, torch.ones(1, 3, dtype=torch.bool))
 
 
-assert set(SMALL) == set(MODEL_TYPES)
+assert set(SMALL) == set(PAPER_TYPES)

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import es_plugin_bridge
-from es_plugin_bridge.models import MODEL_TYPES, build_model
+from es_plugin_bridge.models import PAPER_TYPES, build_model
 
 SAMPLES = Path(es_plugin_bridge.__file__).parent / "samples" / "askubuntu-pairs"
 TOKEN = re.compile(r"[a-z0-9]+")
@@ -113,7 +113,7 @@ def test_padding_never_changes_an_encoding():
     vocab = Vocab(titles + bodies)
     tight, padded = vocab.questions(titles, bodies), vocab.questions(titles, bodies, pad=7)
     assert padded["title_ids"].shape[1] == tight["title_ids"].shape[1] + 7
-    for model_type in MODEL_TYPES:
+    for model_type in PAPER_TYPES:
         torch.manual_seed(0)
         model = small_model(model_type, len(vocab)).eval()
         with torch.no_grad():
@@ -133,7 +133,7 @@ def test_title_and_body_both_count_and_empty_body_is_handled():
     with_body = vocab.questions(titles, bodies)
     without_body = vocab.questions(titles, [""] * len(titles))
     assert not without_body["body_mask"].any()
-    for model_type in MODEL_TYPES:
+    for model_type in PAPER_TYPES:
         torch.manual_seed(0)
         model = small_model(model_type, len(vocab)).eval()
         with torch.no_grad():

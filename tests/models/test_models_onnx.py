@@ -10,7 +10,7 @@ import pytest
 import torch
 from test_models_data import Vocab, one_thread, read_pairs, small_model  # noqa: F401
 
-from es_plugin_bridge.models import MODEL_TYPES
+from es_plugin_bridge.models import PAPER_TYPES
 
 INPUTS = [
     f"{side}_{part}" for side in ("q", "d") for part in ("title_ids", "title_mask", "body_ids", "body_mask")
@@ -31,7 +31,7 @@ class PairScorer(torch.nn.Module):
         return (self.model.score(q, d), *components.values(), *q.values())
 
 
-@pytest.mark.parametrize("model_type", MODEL_TYPES)
+@pytest.mark.parametrize("model_type", PAPER_TYPES)
 def test_export_matches_torch(model_type, tmp_path):
     rows = read_pairs("val.tsv", 5)
     vocab = Vocab([r[i] for r in rows for i in (1, 2, 3, 4)])

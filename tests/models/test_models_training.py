@@ -10,7 +10,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from test_models_data import SMALL, Vocab, one_thread, read_pairs, small_model  # noqa: F401
 
-from es_plugin_bridge.models import MODEL_TYPES, TitleDecoder, build_model
+from es_plugin_bridge.models import PAPER_TYPES, TitleDecoder, build_model
 from es_plugin_bridge.training.losses import PAPER_LOSS, logistic_ranking_loss, max_margin_loss, mse_loss
 
 NEGATIVES = 4
@@ -64,7 +64,7 @@ def paper_loss(model, data) -> torch.Tensor:
     return logistic_ranking_loss(pos, neg) if kind == "logistic" else max_margin_loss(pos, neg)
 
 
-@pytest.mark.parametrize("model_type", MODEL_TYPES)
+@pytest.mark.parametrize("model_type", PAPER_TYPES)
 def test_loss_falls_with_a_few_steps(model_type, data):
     torch.manual_seed(0)
     extra = {"idf": data["idf"]} if model_type == "bow-cnn" else {}
@@ -99,7 +99,7 @@ def test_bow_weights_start_at_idf_and_can_be_frozen(data):
     assert ((scores["bow"] >= 0) & (scores["bow"] <= 1 + 1e-6)).all()
 
 
-@pytest.mark.parametrize("model_type", MODEL_TYPES)
+@pytest.mark.parametrize("model_type", PAPER_TYPES)
 def test_safetensors_round_trip_gives_identical_scores(model_type, data, tmp_path):
     torch.manual_seed(1)
     model = small_model(model_type, len(data["vocab"])).eval()
@@ -167,4 +167,4 @@ def test_pretraining_refuses_other_types_and_mismatched_weights():
         small.load_encoder_state(build_model("gru", 20, embedding_dim=8, hidden_dim=8).encoder.state_dict())
 
 
-assert set(SMALL) == set(MODEL_TYPES)
+assert set(SMALL) == set(PAPER_TYPES)

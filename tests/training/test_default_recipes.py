@@ -12,7 +12,7 @@ import pytest
 
 from es_plugin_bridge.data.spec import read_spec
 from es_plugin_bridge.errors import UserError
-from es_plugin_bridge.models.registry import MODEL_TYPES, REGISTRY
+from es_plugin_bridge.models.registry import PAPER_TYPES, REGISTRY
 from es_plugin_bridge.training.recipes import recipe_for
 from es_plugin_bridge.training.trainer import TrainConfig, Trainer
 
@@ -36,7 +36,7 @@ def test_best_and_paper_recipes_differ_where_measured():
     assert paper_fields == ("sgd", 0.01, 10, False)
     assert (bow_best.optimizer, bow_best.lr, bow_best.word2vec) == ("adam", 1e-3, True)
     assert bow_best.time_budget == 600 and bow_best.loss == bow_paper.loss == "logistic"
-    for name in MODEL_TYPES:  # every paper type: its paper's loss, word2vec and a budget by default
+    for name in PAPER_TYPES:  # every paper type: its paper's loss, word2vec and a budget by default
         best, paper = recipe_for(name), recipe_for(name, "paper")
         assert best.loss == paper.loss and best.word2vec and best.time_budget and not paper.word2vec
         assert paper == REGISTRY[name].paper_recipe

@@ -71,6 +71,6 @@ def test_shape_errors_are_clear():
 
 
 def test_every_model_type_has_a_paper_loss():
-    from es_plugin_bridge.models import MODEL_TYPES
+    from es_plugin_bridge.models import PAPER_TYPES
 
-    assert set(PAPER_LOSS) == set(MODEL_TYPES)
+    assert set(PAPER_LOSS) == set(PAPER_TYPES)

@@ -213,10 +213,10 @@ def test_training_data_without_a_duplicate_fails_clearly(split_files, tmp_path, 
 
 
 def test_cli_model_types_match_the_models_package():
-    from es_plugin_bridge.cli.train import MODEL_TYPES as CLI_TYPES
-    from es_plugin_bridge.models import MODEL_TYPES
+    from es_plugin_bridge.cli.train import PAPER_TYPES as CLI_TYPES
+    from es_plugin_bridge.models import PAPER_TYPES
 
-    assert CLI_TYPES == MODEL_TYPES
+    assert CLI_TYPES == PAPER_TYPES
 
 
 def test_explain_shows_each_component_and_recomputes_the_fused_score(trained, tmp_path, cli):
