@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from es_plugin_bridge.data.types import Question
-from es_plugin_bridge.elastic import mappings
+from es_plugin_bridge.elastic import mappings, opensearch_dsl
 from es_plugin_bridge.elastic.connection import call
 from es_plugin_bridge.elastic.queries import first_stage_query
 from es_plugin_bridge.engines.base import Hits, Tokens
@@ -158,7 +158,7 @@ class ElasticsearchEngine:
             neural_similarity=self.neural_similarity,
             params=self.params,
             meta=self.meta,
-            engine=getattr(self.client, "engine", "elasticsearch"),  # OpenSearch: a knn_vector
+            knn_plugin=opensearch_dsl.is_opensearch(self.client),  # OpenSearch: a knn_vector
         )
         call(f"creating index {self.index_name}", self.client.indices.create, index=self.index_name, **body)
 

@@ -126,7 +126,7 @@ def index_body(
     default_pipeline: str | None = None,
     analyzer: str | None = None,
     analysis: Mapping[str, Any] | None = None,
-    engine: str = "elasticsearch",
+    knn_plugin: bool = False,
 ) -> dict[str, Any]:
     """``PUT /<index>`` body: settings (one shard, so a rescore window is the global top) and mappings.
 
@@ -134,8 +134,8 @@ def index_body(
     ``default_pipeline``: the ingest pipeline every write goes through (Elasticsearch embeds).
     ``analyzer``/``analysis``: a user's own analyzer (and the analysis settings that define it) for
     ``text``, whose first stage then reads the user's plain text instead of the product's tokens.
-    ``engine``: ``opensearch`` maps the vector as the k-NN plugin's ``knn_vector`` (and turns on
-    ``index.knn`` for its HNSW graph); everything else is the same on both engines.
+    ``knn_plugin``: the vector is the OpenSearch k-NN plugin's ``knn_vector`` (with ``index.knn`` on for
+    its HNSW graph); everything else is the same on both engines.
     """
     params = params or {}
     similarities = {similarity_name(s): similarity_setting(s, params.get(s)) for s in SIMILARITIES}
@@ -156,9 +156,8 @@ def index_body(
         },
         RERANK_FIELD: {"type": "text", "index": False},
     }
-    opensearch = engine == "opensearch"
     if dimension is not None:
-        field = opensearch_vector_property if opensearch else vector_property
+        field = opensearch_vector_property if knn_plugin else vector_property
         properties[VECTOR_FIELD] = field(dimension, neural_similarity)
         properties[BOW_FIELD] = {"type": "rank_features"}
     mappings: dict[str, Any] = {"dynamic": "strict", "properties": properties}
@@ -174,7 +173,7 @@ def index_body(
     for kind, defs in ours.items():
         merged.setdefault(kind, {}).update(defs)
     settings: dict[str, Any] = {"number_of_shards": 1, "similarity": similarities, "analysis": merged}
-    if opensearch and dimension is not None and neural_similarity == "cosine":
+    if knn_plugin and dimension is not None and neural_similarity == "cosine":
         settings["index.knn"] = True  # the k-NN plugin builds a field's graph only in a knn index
     if default_pipeline:
         settings["default_pipeline"] = default_pipeline

@@ -61,8 +61,12 @@ def provision(
     no_vectors: bool = False,
     source: FromIndex | None = None,
     progress: bool = True,
+    embed_at_ingest: bool = False,
 ) -> Provisioned:
-    """Create (or, in place, extend) the questions index; register what this cluster can run."""
+    """Create (or, in place, extend) the questions index; register what this cluster can run.
+
+    Elasticsearch embeds at ingest wherever the cluster can (the default, unchanged);
+    ``embed_at_ingest`` only makes a cluster that cannot a one-line error before the index is made."""
     theirs: SourceIndex | None = None
     if source is not None:
         theirs = describe(client, source.index, source.title_field, source.body_field, source.id_field)
@@ -81,6 +85,8 @@ def provision(
             raise UserError(f"index {index} already exists (--recreate deletes it first)")
         call(f"deleting {index}", client.indices.delete, index=index)
     embedding, embed_off = register_embedding(client, index, meta, sidecar_from_es, token, cluster)
+    if embed_at_ingest and not embedding.get("text_embedding"):
+        raise UserError(f"--embed-at-ingest: Elasticsearch cannot embed at ingest here: {embed_off}")
     if theirs is not None and not embedding:
         raise UserError(f"--from-index needs Elasticsearch to embed the questions: {embed_off}")
     endpoints, native_off = register_endpoints(client, index, meta, sidecar_from_es, token, cluster)
@@ -160,22 +166,31 @@ def _mode_lines(cluster: ClusterInfo, meta: IndexMeta, endpoints: dict[str, str]
 
 
 def provision_opensearch(client: Any, cluster: ClusterInfo, index: str, meta: IndexMeta, *, sidecar: str,
-                         token: str | None, recreate: bool = False, no_vectors: bool = False) -> Provisioned:
+                         token: str | None, recreate: bool = False, no_vectors: bool = False,
+                         embed_at_ingest: bool = False) -> Provisioned:
     """``es setup`` on OpenSearch: the questions index (the same similarities, analyzer and fields as on
     Elasticsearch; the vector a k-NN ``knn_vector``, the BOW terms ``rank_features``) and the search
-    pipeline through which OpenSearch calls the sidecar. ``es index`` embeds on the client."""
+    pipeline through which OpenSearch calls the sidecar. ``es index`` embeds on the client, or, with
+    ``embed_at_ingest``, OpenSearch does, in the index's default ingest pipeline
+    (``elastic/opensearch_ingest.py``)."""
+    from es_plugin_bridge.elastic.opensearch_ingest import register_ingest_embedding
     from es_plugin_bridge.elastic.opensearch_rerank import register_rerank
 
     if no_vectors:
         meta = replace(meta, dimension=None)
+    if embed_at_ingest and meta.no_vectors_reason is not None:
+        raise UserError(f"--embed-at-ingest: nothing to embed ({meta.no_vectors_reason})")
     if call("checking the index", client.indices.exists, index=index):
         if not recreate:
             raise UserError(f"index {index} already exists (--recreate deletes it first)")
         call(f"deleting {index}", client.indices.delete, index=index)
     registered = register_rerank(client, index, sidecar, token)
-    meta = replace(meta, search_pipeline=registered["search_pipeline"])
+    embedding = (register_ingest_embedding(client, index, sidecar, token, meta.neural_similarity)
+                 if embed_at_ingest else {})
+    meta = replace(meta, search_pipeline=registered["search_pipeline"], embedding=embedding)
     body = mappings.index_body(dimension=meta.dimension, neural_similarity=meta.neural_similarity,
-                               meta=meta.as_dict(), engine="opensearch")
+                               meta=meta.as_dict(), knn_plugin=True,
+                               default_pipeline=embedding.get("pipeline"))
     call(f"creating index {index}", client.indices.create, index=index, **body)
     done = Provisioned(index, meta)
     vectors = "no vectors" if meta.dimension is None else f"{meta.dimension}-d vectors"
@@ -188,6 +203,15 @@ def provision_opensearch(client: Any, cluster: ClusterInfo, index: str, meta: In
     return done
 
 
+def _opensearch_embeds_line(embedding: dict[str, str]) -> str:
+    """Who embeds the questions on OpenSearch: its ingest pipeline (and through what), or this client."""
+    if not embedding.get("pipeline"):
+        return "OpenSearch embeds: no (es index embeds on the client through the sidecar's /v1/embed)"
+    return (f"OpenSearch embeds: ml-commons models {embedding['vector_model']} (vector) and "
+            f"{embedding['bow_model']} (bow) calling {embedding['sidecar']}/v1/embed; ingest pipeline "
+            f"{embedding['pipeline']} (the index's default_pipeline): es index sends the text only")
+
+
 def _opensearch_mode_lines(cluster: ClusterInfo, meta: IndexMeta, pipeline: str) -> list[str]:
     """One line per mode on OpenSearch: ready (and how), or unavailable and why; then the modes that run
     on Elasticsearch only (from the registry)."""
@@ -195,7 +219,7 @@ def _opensearch_mode_lines(cluster: ClusterInfo, meta: IndexMeta, pipeline: str)
 
     no_vectors = meta.no_vectors_reason
     if no_vectors is None:
-        lines = ["OpenSearch embeds: no (es index embeds on the client through the sidecar's /v1/embed)",
+        lines = [_opensearch_embeds_line(meta.embedding),
                  "mode vectors: ready, two calls (OpenSearch has no linear or rescorer retriever)"]
         try:
             cluster.require("hybrid")

@@ -20,7 +20,7 @@ from typing import Any, overload
 
 from es_plugin_bridge.engines.base import Engine, Tokens
 from es_plugin_bridge.errors import UserError
-from es_plugin_bridge.plugins import import_plugins
+from es_plugin_bridge.plugins import Registry
 
 __all__ = ["EngineContext", "EngineFactory", "EngineInfo", "build_engine", "default_engine", "engine_info",
            "engine_names", "register_engine"]
@@ -69,8 +69,8 @@ class EngineInfo:
         return getattr(importlib.import_module(module), attr)  # type: ignore[no-any-return]
 
 
-_REGISTRY: dict[str, EngineInfo] = {}
-_LOADED = False
+#: Every module of this package but ``base`` and this one registers its engine when imported.
+_REGISTRY: Registry[EngineInfo] = Registry("engine", __name__.rpartition(".")[0], skip=("base", "registry"))
 
 
 @overload
@@ -85,11 +85,10 @@ def register_engine(name: str, factory: str | None = None, *, default: bool = Fa
 
     def add(built: EngineFactory | str) -> None:
         entry = EngineInfo(name, built, default, remote, description)
-        if name in _REGISTRY and _REGISTRY[name] != entry:
-            raise ValueError(f"engine {name!r} is registered twice")
-        if default and any(e.default for e in _REGISTRY.values() if e.name != name):
+        others = [_REGISTRY[other] for other in _REGISTRY if other != name]
+        if default and any(e.default for e in others):
             raise ValueError(f"engine {name!r}: {default_engine()!r} is already the default engine")
-        _REGISTRY[name] = entry
+        _REGISTRY.add(name, entry)
 
     if factory is not None:
         add(factory)
@@ -102,39 +101,24 @@ def register_engine(name: str, factory: str | None = None, *, default: bool = Fa
     return decorate
 
 
-def _load() -> None:
-    """Import every module of this package once; a failing one does not hide the engines of the others
-    (its error is raised after they are all imported)."""
-    global _LOADED
-    if _LOADED:
-        return
-    _LOADED = True  # first: a module being imported may look an engine up
-    package = importlib.import_module(__name__.rpartition(".")[0])
-    import_plugins(package.__name__, package.__path__, skip=("base", "registry"))
-
-
 def engine_names() -> list[str]:
     """Registered engine names: the default first, then by name (the order ``--help`` shows)."""
-    _load()
-    return sorted(_REGISTRY, key=lambda name: (not _REGISTRY[name].default, name))
+    return sorted(_REGISTRY.names(), key=lambda name: (not _REGISTRY[name].default, name))
 
 
 def default_engine() -> str:
     """The engine used when none is chosen (the embedded one)."""
-    _load()
     for entry in _REGISTRY.values():
         if entry.default:
             return entry.name
-    raise UserError(f"no default engine is registered (known: {', '.join(_REGISTRY)})")
+    raise UserError(f"no default engine is registered (known: {', '.join(_REGISTRY.names())})")
 
 
 def engine_info(name: str) -> EngineInfo:
     """The registry entry of ``name``; UserError listing the known names if there is none."""
-    _load()
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise UserError(f"unknown engine {name!r} (known: {', '.join(engine_names())})") from None
+    if name not in _REGISTRY:
+        raise UserError(f"unknown engine {name!r} (known: {', '.join(engine_names())})")
+    return _REGISTRY[name]
 
 
 def build_engine(name: str, context: EngineContext | None = None) -> Engine:

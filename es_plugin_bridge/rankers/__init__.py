@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from es_plugin_bridge.errors import UserError
-from es_plugin_bridge.plugins import import_plugins
+from es_plugin_bridge.plugins import Registry
 from es_plugin_bridge.rankers.base import TASKS, Ranker, RankerContext, TokenCache, unique_questions
 
 __all__ = ["RankerInfo", "Ranker", "RankerContext", "TokenCache", "TASKS", "available", "build",
@@ -31,8 +31,7 @@ class RankerInfo:
     description: str = ""
 
 
-_REGISTRY: dict[str, RankerInfo] = {}
-_LOADED = False
+_RANKERS: Registry[RankerInfo] = Registry("ranker", __name__, skip=("base",))
 
 
 def register(name: str, *, tasks: Sequence[str] = TASKS, needs_model: bool = False,
@@ -40,40 +39,23 @@ def register(name: str, *, tasks: Sequence[str] = TASKS, needs_model: bool = Fal
     """Decorator registering a factory (usually a Ranker subclass) under ``name``."""
 
     def decorate(factory: Factory) -> Factory:
-        if name in _REGISTRY and _REGISTRY[name].factory is not factory:
-            raise ValueError(f"ranker {name!r} is registered twice")
         unknown = set(tasks) - set(TASKS)
         if unknown:
             raise ValueError(f"ranker {name!r}: unknown tasks {sorted(unknown)}")
-        _REGISTRY[name] = RankerInfo(name, factory, frozenset(tasks), needs_model, description)
+        _RANKERS.add(name, RankerInfo(name, factory, frozenset(tasks), needs_model, description))
         return factory
 
     return decorate
 
 
-def _load() -> None:
-    """Import every ranker module once. One that fails (a missing optional library) does not keep the
-    later modules from registering: every module is tried, then the first failure is raised."""
-    global _LOADED
-    if _LOADED:
-        return
-    _LOADED = True  # first: a module being imported may look a ranker up
-    import_plugins(__name__, __path__, skip=("base",))
-
-
 def available() -> list[str]:
     """Registered ranker names, in registration order."""
-    _load()
-    return list(_REGISTRY)
+    return _RANKERS.names()
 
 
 def info(name: str) -> RankerInfo:
     """The registry entry of ``name``; UserError listing the known names if there is none."""
-    _load()
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise UserError(f"unknown ranker {name!r} (known: {', '.join(_REGISTRY)})") from None
+    return _RANKERS.get(name)
 
 
 def check(names: Sequence[str], task: str, *, has_model: bool) -> None:

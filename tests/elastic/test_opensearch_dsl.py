@@ -1,5 +1,5 @@
 """The vector modes' bodies in OpenSearch's terms (es_plugin_bridge/elastic/opensearch_dsl.py) and the
-OpenSearch questions index (``mappings.index_body(engine="opensearch")``), checked without a node;
+OpenSearch questions index (``mappings.index_body(knn_plugin=True)``), checked without a node;
 ``tests/opensearch/test_opensearch_vectors.py`` runs them on a real one.
 
 What the translation rests on, restated from the source of k-NN 2.19.1 (opensearch-project/k-NN, tag
@@ -145,7 +145,7 @@ def test_only_an_opensearch_client_gets_the_translation():
 def test_the_opensearch_index_maps_a_lucene_knn_vector_and_the_rest_as_on_elasticsearch():
     for similarity in ("cosine", "manhattan"):
         es = mappings.index_body(dimension=16, neural_similarity=similarity)
-        os_ = mappings.index_body(dimension=16, neural_similarity=similarity, engine="opensearch")
+        os_ = mappings.index_body(dimension=16, neural_similarity=similarity, knn_plugin=True)
         vector = os_["mappings"]["properties"].pop("vector")
         es["mappings"]["properties"].pop("vector")
         knn = os_["settings"].pop("index.knn", None)
@@ -156,4 +156,4 @@ def test_the_opensearch_index_maps_a_lucene_knn_vector_and_the_rest_as_on_elasti
                               "method": {"name": "hnsw", "engine": "lucene", "space_type": "cosinesimil"}}
         else:  # no L1 space in the lucene engine: the flat field, doc values for the scripts
             assert knn is None and vector == {"type": "knn_vector", "dimension": 16}
-    assert mappings.index_body(engine="opensearch") == mappings.index_body()  # no vectors: the same body
+    assert mappings.index_body(knn_plugin=True) == mappings.index_body()  # no vectors: the same body

@@ -57,7 +57,7 @@ def test_every_model_type_has_a_registered_family_and_every_family_a_serving_ada
 
 
 def test_an_unknown_family_or_type_is_a_user_error_naming_the_known_ones():
-    with pytest.raises(UserError, match=r"unknown model family 'cross'; known: pair, subword, vocabulary"):
+    with pytest.raises(UserError, match=r"unknown model family 'cross' \(known: pair, subword, vocabulary\)"):
         family_named("cross")
     with pytest.raises(UserError, match="unknown model type 'bert'"):
         family_of("bert")

@@ -8,35 +8,23 @@ the checkpoint and the exporter never change.
 
 from __future__ import annotations
 
-from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.models.registry import model_type
-from es_plugin_bridge.plugins import import_plugins
+from es_plugin_bridge.plugins import Registry
 from es_plugin_bridge.training.families.base import BuildSetup, Built, ModelFamily, Probe
 
-_FAMILIES: dict[str, ModelFamily] = {}
+#: A family module imported twice registers a new object of the same class: the same family.
+_FAMILIES: Registry[ModelFamily] = Registry("model family", __name__, skip=("base",),
+                                            same=lambda a, b: type(a) is type(b))
 
 
 def register_family(family: ModelFamily) -> ModelFamily:
     """Register ``family`` under its name (a second, different object under one name is a bug)."""
-    known = _FAMILIES.get(family.name)
-    if known is not None and type(known) is not type(family):
-        raise ValueError(f"model family {family.name!r} is registered twice")
-    _FAMILIES[family.name] = family
-    return family
-
-
-def _load() -> None:
-    import_plugins(__name__, __path__, skip=("base",))
+    return _FAMILIES.add(family.name, family)
 
 
 def family_named(name: str) -> ModelFamily:
     """The family registered as ``name``; UserError listing the known ones."""
-    if name not in _FAMILIES:
-        _load()
-    found = _FAMILIES.get(name)
-    if found is None:
-        raise UserError(f"unknown model family {name!r}; known: {', '.join(sorted(_FAMILIES))}")
-    return found
+    return _FAMILIES.get(name)
 
 
 def family_of(type_name: str) -> ModelFamily:
