@@ -108,7 +108,7 @@ class Registry(Generic[T]):
             return self._entries[name]
         if default is not _MISSING:
             return default  # type: ignore[no-any-return]
-        raise UserError(f"unknown {self.kind} {name!r} (known: {', '.join(self._entries)})")
+        raise UserError(f"unknown {self.kind} {name!r} (known: {', '.join(sorted(self._entries))})")
 
 
 __all__ = ["Registry", "import_plugins"]

@@ -32,6 +32,7 @@ from es_plugin_bridge.models.hyper import (
     SiameseLSTMHyper,
     TransformerHyper,
 )
+from es_plugin_bridge.plugins import Registry
 
 #: Every loss the trainer knows; the first three are the papers', ``in-batch`` is the transformer's.
 LOSS_NAMES = ("logistic", "max-margin", "mse", "in-batch")
@@ -138,9 +139,9 @@ _TRANSFORMER = Recipe("in-batch", "adamw", 2e-5, clip=1.0, batch_size=32, warmup
 _CROSS_ENCODER = Recipe("max-margin", "adamw", 2e-5, clip=1.0, negatives=4, batch_size=16, warmup=50,
                         examples_per_epoch=1600, epochs=1000, time_budget=900.0, patience=3)
 
-REGISTRY: dict[str, ModelType] = {
-    t.name: t
-    for t in (
+#: Every model type by name: a fixed table (``package=None``), looked up like every other registry.
+REGISTRY: Registry[ModelType] = Registry("model type", None)
+for _entry in (
         ModelType("bow-cnn", _DOS_SANTOS, BowCNNHyper, _BOW_CNN_PAPER, _CONV,
                   best_recipe=_best(_BOW_CNN_PAPER, optimizer="adam", lr=1e-3), learned_bow=True),
         ModelType("cnn", f"{_DOS_SANTOS}; Bogdanova et al. 2015", CNNHyper, _CNN_PAPER,
@@ -162,11 +163,11 @@ REGISTRY: dict[str, ModelType] = {
         ModelType("cross-encoder", "BERT-style pair classifier (all-MiniLM-L6-v2's network by default)",
                   CrossEncoderHyper, _CROSS_ENCODER,
                   "es_plugin_bridge.models.cross_encoder:CrossEncoderModel", family="pair"),
-    )
-}
+):
+    REGISTRY.add(_entry.name, _entry)
 
 #: Every type ``esrerank train`` takes.
-ALL_TYPES = tuple(REGISTRY)
+ALL_TYPES = tuple(REGISTRY.names())
 #: The papers' seven types (the vocabulary family, which :func:`~es_plugin_bridge.models.build_model`
 #: builds over word vectors); ALL_TYPES adds the pretrained sub-word types (transformer, cross-encoder).
 PAPER_TYPES = tuple(name for name, t in REGISTRY.items() if t.family == "vocabulary")
@@ -175,10 +176,7 @@ PRETRAINABLE_TYPES = tuple(name for name, t in REGISTRY.items() if t.pretrainabl
 
 def model_type(name: str) -> ModelType:
     """The registry entry of ``name``; UserError listing the known types."""
-    entry = REGISTRY.get(name)
-    if entry is None:
-        raise UserError(f"unknown model type {name!r}; choose one of {', '.join(REGISTRY)}")
-    return entry
+    return REGISTRY.get(name)
 
 
 def encoder_class(entry: ModelType) -> type:
