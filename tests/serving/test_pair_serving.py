@@ -5,25 +5,20 @@ come from the cache (their bags of words and sub-word sides), and ``/v1/embed`` 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
+from bodies import doc_json
 
 from es_plugin_bridge.core.calibration import apply_platt
 from es_plugin_bridge.core.fusion import fuse
-from es_plugin_bridge.data.spec import read_spec
 from es_plugin_bridge.rankers.scorers import open_scorer
 from es_plugin_bridge.serving import web
 from es_plugin_bridge.serving.app import create_app
 
-SAMPLES = Path(__file__).resolve().parents[2] / "es_plugin_bridge" / "samples"
-SEMEVAL_DEV = SAMPLES / "semeval2016-task3" / "SemEval2016-Task3-CQA-QL-dev.xml"
-
 
 @pytest.fixture(scope="module")
-def semeval():
-    return read_spec(f"semeval:{SEMEVAL_DEV}").queries[:2]
+def semeval(semeval_dev):
+    return semeval_dev[:2]
 
 
 @pytest.fixture(scope="module")
@@ -31,16 +26,12 @@ def client(pair_model):
     return create_app(pair_model[1], max_documents=50, onnx_threads=1).test_client()
 
 
-def _doc(q) -> dict:
-    return {"id": q.id, "title": q.title, "body": q.body}
-
-
 def test_rerank_answers_torchs_pair_scores_fused_and_calibrated(pair_model, client, semeval):
     torch_scorer = open_scorer(pair_model[0])  # the checkpoint, scored by torch
     fusion = torch_scorer.fusion["bm25"]
     for rq in semeval:
         first_stage = [float(s) for s in rq.first_stage_scores]
-        body = {"query": _doc(rq.query), "documents": [_doc(c) for c in rq.candidates],
+        body = {"query": doc_json(rq.query), "documents": [doc_json(c) for c in rq.candidates],
                 "first_stage": "bm25", "first_stage_scores": first_stage, "explain": True}
         resp = client.post("/v1/rerank", json=body)
         assert resp.status_code == 200, resp.json
@@ -85,7 +76,7 @@ def test_the_model_score_v2_and_linear_forms_rank_alike(client, semeval):
 
 def test_candidates_seen_before_come_from_the_cache_with_the_same_scores(client, semeval):
     rq = semeval[1]
-    body = {"query": _doc(rq.query), "documents": [_doc(c) for c in rq.candidates], "explain": True}
+    body = {"query": doc_json(rq.query), "documents": [doc_json(c) for c in rq.candidates], "explain": True}
     first = client.post("/v1/rerank", json=body).json["results"]
     again = client.post("/v1/rerank", json=body).json["results"]
     assert all(r["explain"]["cached"] for r in again)

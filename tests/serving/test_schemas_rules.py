@@ -5,14 +5,11 @@ document becomes (and its id), /v2 requests turned into /v1's, and the field and
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import jsonschema_rs
 import pytest
 from pydantic import ValidationError
 
 from es_plugin_bridge.data.questions import question_id
-from es_plugin_bridge.data.spec import read_spec
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.serving.schemas import (
     MAX_TEXT_CHARS,
@@ -28,13 +25,10 @@ from es_plugin_bridge.serving.schemas import (
     unscored_reason,
 )
 
-SAMPLES = Path(__file__).resolve().parents[2] / "es_plugin_bridge" / "samples"
-SEMEVAL_DEV = SAMPLES / "semeval2016-task3" / "SemEval2016-Task3-CQA-QL-dev.xml"
-
 
 @pytest.fixture(scope="module")
-def semeval():
-    return read_spec(f"semeval:{SEMEVAL_DEV}").queries[:3]
+def semeval(semeval_dev):
+    return semeval_dev[:3]
 
 
 def refusal(model, data) -> tuple[str, str]:

@@ -18,24 +18,22 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from bodies import doc_json
 
 from es_plugin_bridge.core.manifest import write_manifest
-from es_plugin_bridge.data.spec import read_spec
 from es_plugin_bridge.local_http import free_port
 from es_plugin_bridge.serving import ModelDirectory
 from es_plugin_bridge.serving.app import create_app
 from es_plugin_bridge.serving.relevance import combination_range, component_ranges, to_unit
 from es_plugin_bridge.training.calibration_fit import apply_platt
 
-SAMPLES = Path(__file__).resolve().parents[2] / "es_plugin_bridge" / "samples"
-SEMEVAL_DEV = SAMPLES / "semeval2016-task3" / "SemEval2016-Task3-CQA-QL-dev.xml"
 TOKEN = "t0ken"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
 @pytest.fixture(scope="module")
-def semeval():
-    return read_spec(f"semeval:{SEMEVAL_DEV}").queries[:10]
+def semeval(semeval_dev):
+    return semeval_dev[:10]
 
 
 @pytest.fixture(scope="module")
@@ -49,15 +47,11 @@ def clients(models):
             for name, model in models.items()}
 
 
-def _doc(q) -> dict:
-    return {"id": q.id, "title": q.title, "body": q.body}
-
-
 @pytest.mark.parametrize("model_type", ["bow-cnn", "gru"])
 def test_rerank_ranks_as_the_fused_scores_with_bounded_relevance(model_type, clients, models, semeval):
     client, model = clients[model_type], models[model_type]
     for rq in semeval:
-        body = {"query": _doc(rq.query), "documents": [_doc(c) for c in rq.candidates],
+        body = {"query": doc_json(rq.query), "documents": [doc_json(c) for c in rq.candidates],
                 "first_stage_scores": list(rq.first_stage_scores), "explain": True}
         resp = client.post("/v1/rerank", json=body, headers=AUTH)
         assert resp.status_code == 200, resp.json
@@ -107,7 +101,7 @@ def test_a_model_without_calibration_falls_back_to_its_score_bounds(exported, se
     model = ModelDirectory.load(directory, threads=1)
     client = create_app(model).test_client()
     rq = semeval[2]
-    body = {"query": _doc(rq.query), "documents": [_doc(c) for c in rq.candidates]}
+    body = {"query": doc_json(rq.query), "documents": [doc_json(c) for c in rq.candidates]}
     resp = client.post("/v1/rerank", json=body)
     scores = model.rerank(rq.query, rq.candidates)["model"]
     beta = model.config.beta.model
@@ -132,7 +126,7 @@ def test_relevance_mapping_keeps_order_and_bounds():
 
 def test_embed_returns_the_model_vectors_and_terms(clients, models, semeval):
     questions = [semeval[0].query, *semeval[0].candidates[:3]]
-    resp = clients["gru"].post("/v1/embed", json={"texts": [_doc(q) for q in questions]}, headers=AUTH)
+    resp = clients["gru"].post("/v1/embed", json={"texts": [doc_json(q) for q in questions]}, headers=AUTH)
     assert resp.status_code == 200
     model = models["gru"]
     got = resp.json["embeddings"]
@@ -274,7 +268,7 @@ def test_esrerank_serve_answers_over_http(exported, models, semeval):
         else:
             pytest.fail("esrerank serve did not come up")
         rq = semeval[1]
-        body = {"query": _doc(rq.query), "documents": [_doc(c) for c in rq.candidates],
+        body = {"query": doc_json(rq.query), "documents": [doc_json(c) for c in rq.candidates],
                 "first_stage_scores": list(rq.first_stage_scores)}
         status, got = _post(base + "/v1/rerank", body, "from-env")
         assert status == 200

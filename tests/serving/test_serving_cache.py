@@ -8,23 +8,19 @@ from __future__ import annotations
 import json
 import random
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import numpy as np
 import pytest
+from bodies import doc_json
 
-from es_plugin_bridge.data.spec import read_spec
 from es_plugin_bridge.serving import ModelDirectory
 from es_plugin_bridge.serving.app import create_app
 from es_plugin_bridge.serving.cache import EncodingCache, encoding_key
 
-SAMPLES = Path(__file__).resolve().parents[2] / "es_plugin_bridge" / "samples"
-SEMEVAL_DEV = SAMPLES / "semeval2016-task3" / "SemEval2016-Task3-CQA-QL-dev.xml"
-
 
 @pytest.fixture(scope="module")
-def semeval():
-    return read_spec(f"semeval:{SEMEVAL_DEV}").queries
+def semeval(semeval_dev):
+    return semeval_dev
 
 
 @pytest.fixture(scope="module")
@@ -32,12 +28,8 @@ def models(exported):
     return {name: ModelDirectory.load(path, threads=1) for name, path in exported.items()}
 
 
-def _doc(q) -> dict:
-    return {"id": q.id, "title": q.title, "body": q.body}
-
-
 def _body(rq, explain: bool = True) -> dict:
-    return {"query": _doc(rq.query), "documents": [_doc(c) for c in rq.candidates],
+    return {"query": doc_json(rq.query), "documents": [doc_json(c) for c in rq.candidates],
             "first_stage_scores": list(rq.first_stage_scores), "explain": explain}
 
 
@@ -68,7 +60,7 @@ def test_scores_with_and_without_the_cache_are_identical(model_type, exported, s
             assert {k: v for k, v in a["explain"].items() if k != "cached"} == {
                 k: v for k, v in b["explain"].items() if k != "cached"}
         assert not any(r["explain"]["cached"] for r in want["results"])
-    embed = {"texts": [_doc(c) for c in semeval[0].candidates]}
+    embed = {"texts": [doc_json(c) for c in semeval[0].candidates]}
     assert cached.post("/v1/embed", json=embed).json == uncached.post("/v1/embed", json=embed).json
 
 
@@ -84,7 +76,7 @@ def test_a_candidate_seen_before_costs_no_encoder_call(exported, semeval):
     assert counting.calls == 1  # the query and every candidate came from the cache
     assert all(r["explain"]["cached"] for r in second) and first == [
         {**r, "explain": {**r["explain"], "cached": False}} for r in second]
-    mixed = {"query": _doc(rq.query), "documents": [_doc(rq.candidates[0]), "a question never seen"],
+    mixed = {"query": doc_json(rq.query), "documents": [doc_json(rq.candidates[0]), "a question never seen"],
              "explain": True}
     results = client.post("/v1/rerank", json=mixed).json["results"]
     assert counting.calls == 2 and counting.rows == 1 + len(rq.candidates) + 1  # only the new one
@@ -141,7 +133,8 @@ def test_concurrent_requests_answer_as_the_same_requests_sent_alone(model_type, 
     for i in range(200):
         rq = semeval[rng.randrange(len(semeval))]
         docs = rng.sample(rq.candidates, rng.randint(3, len(rq.candidates)))
-        body = {"query": _doc(rq.query), "documents": [_doc(c) for c in docs], "top_n": 5 if i % 3 else None}
+        body = {"query": doc_json(rq.query), "documents": [doc_json(c) for c in docs],
+                "top_n": 5 if i % 3 else None}
         if i % 2:
             body["first_stage_scores"] = [rng.uniform(0, 10) for _ in docs]
         bodies.append({k: v for k, v in body.items() if v is not None})

@@ -16,7 +16,6 @@ import pytest
 
 from es_plugin_bridge.core.fusion import minmax
 from es_plugin_bridge.core.manifest import manifest_digest, write_manifest
-from es_plugin_bridge.data.spec import read_spec
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.serving import ModelDirectory
 from es_plugin_bridge.serving.app import create_app
@@ -40,8 +39,8 @@ def client(model):
 
 
 @pytest.fixture(scope="module")
-def semeval():
-    return read_spec(f"semeval:{SEMEVAL_DEV}").queries[:3]
+def semeval(semeval_dev):
+    return semeval_dev[:3]
 
 
 def _post_raw(client, data: bytes | str, path: str = "/v1/rerank"):

@@ -8,25 +8,20 @@ from it by one constant (``Service.linear_shift``).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
+from bodies import doc_json
 
-from es_plugin_bridge.data.spec import read_spec
 from es_plugin_bridge.serving import ModelDirectory
 from es_plugin_bridge.serving.app import create_app
 from es_plugin_bridge.serving.jsonbody import connector_float
 from es_plugin_bridge.serving.relevance import component_ranges, linear_shift
 from es_plugin_bridge.training.fusion_fit import minmax
 
-SAMPLES = Path(__file__).resolve().parents[2] / "es_plugin_bridge" / "samples"
-SEMEVAL_DEV = SAMPLES / "semeval2016-task3" / "SemEval2016-Task3-CQA-QL-dev.xml"
-
 
 @pytest.fixture(scope="module")
-def semeval():
-    return read_spec(f"semeval:{SEMEVAL_DEV}").queries
+def semeval(semeval_dev):
+    return semeval_dev
 
 
 @pytest.fixture(scope="module")
@@ -38,10 +33,6 @@ def apps(exported):
     return out
 
 
-def _doc(q) -> dict:
-    return {"id": q.id, "title": q.title, "body": q.body}
-
-
 @pytest.mark.parametrize("model_type", ["bow-cnn", "gru"])
 @pytest.mark.parametrize("stage", ["bm25", "lmdirichlet", None])
 def test_linear_score_plus_minmaxed_first_stage_is_fused_plus_a_constant(model_type, stage, apps, semeval):
@@ -51,8 +42,8 @@ def test_linear_score_plus_minmaxed_first_stage_is_fused_plus_a_constant(model_t
     shift = service.linear_shift(stage)
     url = "/v1/rerank?score=linear" + (f"&first_stage={stage}" if stage else "")
     for rq in semeval:
-        resp = client.post(url, json={"query": _doc(rq.query), "documents": [_doc(c) for c in rq.candidates],
-                                      "explain": True})
+        resp = client.post(url, json={"query": doc_json(rq.query),
+                                      "documents": [doc_json(c) for c in rq.candidates], "explain": True})
         assert resp.status_code == 200, resp.json
         results = resp.json["results"]
         assert sorted(r["index"] for r in results) == list(range(len(rq.candidates)))  # one per document
