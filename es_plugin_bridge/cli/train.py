@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -130,44 +131,23 @@ def _hyper(items: tuple[str, ...]) -> dict[str, object]:
 @skip_bad_option
 @click.option("--quiet", is_flag=True, help="no progress bars")
 def train(
-    model_type: str,
     train_specs: tuple[str, ...],
     dev_specs: tuple[str, ...],
     out: Path,
     embeddings: Path | None,
-    word2vec: bool | None,
     init_dir: Path | None,
     recipe_name: str,
-    epochs: int | None,
-    time_budget: float | None,
-    seed: int,
-    patience: int | None,
-    max_dev_queries: int,
-    fusion_fit: str,
-    fusion_share: float,
-    examples_per_epoch: int | None,
-    loss: str | None,
-    optimizer: str | None,
-    lr: float | None,
-    batch_size: int | None,
-    negatives: int | None,
-    hard_negatives: int | None,
     hyper: tuple[str, ...],
-    embedding_dim: int,
-    min_count: int,
-    pretrain_epochs: int,
     title_only: bool,
     body_words: int,
-    max_title: int,
     threads: int | None,
-    device: str,
-    mixed_precision: bool,
     skip_bad: bool,
     quiet: bool,
+    **fields: Any,
 ) -> None:
     """Train a model, keep the best epoch on --dev, fit the fusion β, write OUT."""
     from es_plugin_bridge.data.spec import read_spec
-    from es_plugin_bridge.training.trainer import TrainConfig, Trainer
+    from es_plugin_bridge.training.trainer import TrainConfig, Trainer, summary_lines
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if embeddings is not None and not embeddings.is_file():
@@ -176,54 +156,16 @@ def train(
         import torch
 
         torch.set_num_threads(threads)
-    cfg = TrainConfig(
-        model_type=model_type,
-        recipe=recipe_name,
-        epochs=epochs,
-        time_budget=time_budget,
-        seed=seed,
-        patience=patience,
-        max_dev_queries=max_dev_queries,
-        fusion_fit=fusion_fit,
-        fusion_share=fusion_share,
-        examples_per_epoch=examples_per_epoch,
-        loss=loss,
-        optimizer=optimizer,
-        lr=lr,
-        batch_size=batch_size,
-        negatives=negatives,
-        hard_negatives=hard_negatives,
-        hyper=_hyper(hyper),
-        embeddings=str(embeddings) if embeddings else None,
-        word2vec=word2vec,
-        embedding_dim=embedding_dim,
-        min_count=min_count,
-        text={"use_body": not title_only, "body_words": body_words},
-        max_body=body_words,
-        max_title=max_title,
-        pretrain_epochs=pretrain_epochs,
-        show_progress=not quiet,
-        init=str(init_dir) if init_dir else None,
-        device=device,
-        mixed_precision=mixed_precision,
-    )
+    # Every other option is a TrainConfig field of the same name (model_type, epochs, lr, ...).
+    cfg = TrainConfig(**fields, recipe=recipe_name, hyper=_hyper(hyper),
+                      embeddings=str(embeddings) if embeddings else None,
+                      text={"use_body": not title_only, "body_words": body_words}, max_body=body_words,
+                      show_progress=not quiet, init=str(init_dir) if init_dir else None)
     train_sets = [read_spec(s, skip_bad=skip_bad) for s in train_specs]
     dev_sets = [read_spec(s, skip_bad=skip_bad) for s in dev_specs]
     for ds in (*train_sets, *dev_sets):
         if ds.skipped:
             click.echo(f"skipped {ds.skipped} malformed records of {ds.name}", err=True)
     summary = Trainer(cfg, train_sets, dev_sets, out).run()
-    info = summary["train"]
-    click.echo(
-        f"best epoch {info['best_epoch']}: dev MAP {100 * info['best_dev_map']:.2f} on the "
-        f"{info['dev_split']['select_queries']} dev queries that chose it "
-        f"({info['seconds']:.0f} s on {info['device']}); checkpoint written to {out}"
-    )
-    click.echo(f"fusion β and calibration fitted on {summary['fusion']['fitted_on']}")
-    for stage, fit in summary["fusion"]["first_stages"].items():
-        w = fit["weights"]
-        click.echo(
-            f"fused with {stage}: dev MAP {100 * fit['dev_map']:.2f} "
-            f"(first stage alone {100 * fit['first_stage_dev_map']:.2f}; "
-            f"β first_stage={w['first_stage']:.2f} bow={w['bow']:.2f} neural={w['neural']:.2f})"
-        )
+    for line in summary_lines(summary, out):
+        click.echo(line)

@@ -539,6 +539,21 @@ class Trainer:
         }
 
 
+def summary_lines(summary: dict[str, Any], out: Path) -> list[str]:
+    """What ``esrerank train`` prints of a finished run: the kept epoch, what fitted β, each fusion."""
+    info = summary["train"]
+    lines = [f"best epoch {info['best_epoch']}: dev MAP {100 * info['best_dev_map']:.2f} on the "
+             f"{info['dev_split']['select_queries']} dev queries that chose it "
+             f"({info['seconds']:.0f} s on {info['device']}); checkpoint written to {out}",
+             f"fusion β and calibration fitted on {summary['fusion']['fitted_on']}"]
+    for stage, fit in summary["fusion"]["first_stages"].items():
+        w = fit["weights"]
+        lines.append(f"fused with {stage}: dev MAP {100 * fit['dev_map']:.2f} "
+                     f"(first stage alone {100 * fit['first_stage_dev_map']:.2f}; "
+                     f"β first_stage={w['first_stage']:.2f} bow={w['bow']:.2f} neural={w['neural']:.2f})")
+    return lines
+
+
 def _first_stage_scores(
     queries: Sequence[RankingQuery], preprocessor: Preprocessor
 ) -> dict[str, list[np.ndarray]]:
