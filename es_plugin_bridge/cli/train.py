@@ -23,7 +23,7 @@ from es_plugin_bridge.models.registry import (  # torch-free
     PAPER_TYPES,
     RECIPE_NAMES,
 )
-from es_plugin_bridge.training.dev_split import FUSION_FITS, HELD_OUT  # torch-free
+from es_plugin_bridge.training.dev_split import FUSION_FITS  # torch-free
 
 __all__ = ["ALL_TYPES", "PAPER_TYPES", "train"]
 
@@ -84,9 +84,10 @@ def _hyper(items: tuple[str, ...]) -> dict[str, object]:
 @click.option("--max-dev-queries", type=click.IntRange(min=1), default=1000, show_default=True,
               help="dev queries evaluated each epoch (a cross-encoder runs each of their candidates through "
                    "the network: on a CPU keep them to a few dozen)")
-@click.option("--fusion-fit", type=click.Choice(FUSION_FITS), default=HELD_OUT, show_default=True,
+@click.option("--fusion-fit", type=click.Choice(FUSION_FITS),
               help="held-out: fit the fusion β and calibration on dev queries (whole duplicate clusters) "
-                   "that did not pick the epoch; epoch-data: on the same queries (β then favours the model)")
+                   "that did not pick the epoch; epoch-data: on the same queries. Default: the model "
+                   "type's measured choice (held-out for transformer and bow-cnn; docs/training.md)")
 @click.option("--fusion-share", type=click.FloatRange(0.1, 0.9), default=0.5, show_default=True,
               help="with --fusion-fit held-out: the share of dev queries kept for the β fit")
 @click.option(

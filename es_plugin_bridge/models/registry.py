@@ -99,6 +99,11 @@ class ModelType:
     family: str = "vocabulary"
     pretrainable: bool = False
     learned_bow: bool = False
+    #: Which dev queries fit the fusion β and calibration by default (``train --fusion-fit``):
+    #: ``held-out``, other queries than those that chose the epoch, where that won on unseen data;
+    #: ``epoch-data``, the same queries, where choosing the epoch on half the dev queries lost more than
+    #: the held-out fit gained (``benchmarks/fusion_fit.json``, README "Fusion weights on unseen data").
+    fusion_fit: str = "held-out"
 
     @property
     def recipe(self) -> Recipe:
@@ -139,30 +144,33 @@ _TRANSFORMER = Recipe("in-batch", "adamw", 2e-5, clip=1.0, batch_size=32, warmup
 _CROSS_ENCODER = Recipe("max-margin", "adamw", 2e-5, clip=1.0, negatives=4, batch_size=16, warmup=50,
                         examples_per_epoch=1600, epochs=1000, time_budget=900.0, patience=3)
 
+#: ``fusion_fit`` where the held-out fit lost on SemEval's unseen train-part2 (benchmarks/fusion_fit.json).
+_SAME = "epoch-data"
 #: Every model type by name: a fixed table (``package=None``), looked up like every other registry.
 REGISTRY: Registry[ModelType] = Registry("model type", None)
 for _entry in (
         ModelType("bow-cnn", _DOS_SANTOS, BowCNNHyper, _BOW_CNN_PAPER, _CONV,
                   best_recipe=_best(_BOW_CNN_PAPER, optimizer="adam", lr=1e-3), learned_bow=True),
         ModelType("cnn", f"{_DOS_SANTOS}; Bogdanova et al. 2015", CNNHyper, _CNN_PAPER,
-                  _CONV, best_recipe=_best(_CNN_PAPER, optimizer="adam", lr=1e-3)),
+                  _CONV, best_recipe=_best(_CNN_PAPER, optimizer="adam", lr=1e-3), fusion_fit=_SAME),
         ModelType("rcnn", _LEI, RCNNHyper, _LEI_RECIPE, "es_plugin_bridge.models.rcnn:RCNNEncoder",
-                  best_recipe=_best(_LEI_RECIPE), pretrainable=True),
+                  best_recipe=_best(_LEI_RECIPE), pretrainable=True, fusion_fit=_SAME),
         ModelType("lstm", _LEI, LSTMHyper, _LEI_RECIPE, "es_plugin_bridge.models.recurrent:RecurrentEncoder",
-                  {"cell": "lstm"}, best_recipe=_best(_LEI_RECIPE), pretrainable=True),
+                  {"cell": "lstm"}, best_recipe=_best(_LEI_RECIPE), pretrainable=True, fusion_fit=_SAME),
         ModelType("gru", _LEI, GRUHyper, _LEI_RECIPE, "es_plugin_bridge.models.recurrent:RecurrentEncoder",
-                  {"cell": "gru"}, best_recipe=_best(_LEI_RECIPE), pretrainable=True),
+                  {"cell": "gru"}, best_recipe=_best(_LEI_RECIPE), pretrainable=True, fusion_fit=_SAME),
         ModelType("siamese-lstm", _P004, SiameseLSTMHyper, _P004_RECIPE,
                   "es_plugin_bridge.models.attentive_lstm:AttentiveLSTMEncoder",
-                  best_recipe=_best(_P004_RECIPE)),
+                  best_recipe=_best(_P004_RECIPE), fusion_fit=_SAME),
         ModelType("siamese-cnn", _P004, SiameseCNNHyper, _P004_RECIPE,
-                  "es_plugin_bridge.models.siamese_cnn:SiameseCNNEncoder", best_recipe=_best(_P004_RECIPE)),
+                  "es_plugin_bridge.models.siamese_cnn:SiameseCNNEncoder", best_recipe=_best(_P004_RECIPE),
+                  fusion_fit=_SAME),
         ModelType("transformer", "sentence-transformers bi-encoder (all-MiniLM-L6-v2 by default)",
                   TransformerHyper, _TRANSFORMER, "es_plugin_bridge.models.transformer:TransformerEncoder",
                   family="subword"),
         ModelType("cross-encoder", "BERT-style pair classifier (all-MiniLM-L6-v2's network by default)",
                   CrossEncoderHyper, _CROSS_ENCODER,
-                  "es_plugin_bridge.models.cross_encoder:CrossEncoderModel", family="pair"),
+                  "es_plugin_bridge.models.cross_encoder:CrossEncoderModel", family="pair", fusion_fit=_SAME),
 ):
     REGISTRY.add(_entry.name, _entry)
 

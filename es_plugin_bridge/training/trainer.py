@@ -28,10 +28,11 @@ from es_plugin_bridge.data.types import Dataset, Question, RankingQuery
 from es_plugin_bridge.engines import EmbeddedIndex
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.models import PRETRAINABLE_TYPES, QuestionSimilarityModel, TitleDecoder
+from es_plugin_bridge.models.registry import model_type
 from es_plugin_bridge.text import Preprocessor, TextOptions
 from es_plugin_bridge.training.calibration_fit import fit_platt
 from es_plugin_bridge.training.checkpoint import save_checkpoint, write_json
-from es_plugin_bridge.training.dev_split import EPOCH_DATA, HELD_OUT, DevSplit, split_dev
+from es_plugin_bridge.training.dev_split import EPOCH_DATA, DevSplit, split_dev
 from es_plugin_bridge.training.devdata import FORCED, PAIR_QUERIES, WINDOW, dev_queries
 from es_plugin_bridge.training.device import resolve_device, use_bf16
 from es_plugin_bridge.training.examples import TrainingSet, build_training_set
@@ -77,8 +78,9 @@ class TrainConfig:
     dev_window: int = WINDOW
     max_dev_queries: int | None = 1000  # the one default (dev_queries takes it from here)
     #: ``held-out``: β and the calibration are fitted on dev queries that did not choose the epoch
-    #: (``fusion_share`` of the duplicate clusters); ``epoch-data``: on the same queries (training.dev_split).
-    fusion_fit: str = HELD_OUT
+    #: (``fusion_share`` of the duplicate clusters); ``epoch-data``: on the same queries (training.dev_split);
+    #: None: the model type's measured default (``models.registry.ModelType.fusion_fit``).
+    fusion_fit: str | None = None
     fusion_share: float = 0.5
     show_progress: bool = True
     init: str | None = None  # transformer: local sentence-transformers directory (default: the packaged one)
@@ -154,7 +156,8 @@ class Trainer:
         if self.recipe.epochs == 0:  # nothing is chosen: every dev query fits β
             split = DevSplit(self.dev, self.dev, f"{EPOCH_DATA} (--epochs 0: no epoch is chosen)")
         else:
-            split = split_dev(self.dev, self.cfg.fusion_fit, self.cfg.fusion_share, self.cfg.seed)
+            rule = self.cfg.fusion_fit or model_type(self.cfg.model_type).fusion_fit
+            split = split_dev(self.dev, rule, self.cfg.fusion_share, self.cfg.seed)
         if split.disjoint:
             log.info("dev: %d queries pick the epoch, %d other queries (other duplicate clusters) fit the "
                      "fusion β and calibration", len(split.select), len(split.fit))

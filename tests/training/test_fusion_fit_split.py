@@ -150,3 +150,22 @@ def test_the_training_log_says_which_queries_fit_what(pair_files, tmp_path, capl
     Trainer(cfg, [read_spec(f"pairs:{pair_files['train']}")], [read_spec(f"pairs:{pair_files['dev']}")],
             tmp_path / "m")
     assert "other queries (other duplicate clusters) fit the fusion β and calibration" in caplog.text
+
+
+def test_each_model_type_defaults_to_the_rule_that_won_on_unseen_data():
+    """The defaults are benchmarks/fusion_fit.json's verdicts (SemEval train-part2, never tuned on): the
+    held-out fit for the transformer and bow-cnn; the others lost more to choosing the epoch on half the
+    dev queries than the held-out β gained. Every default is a rule split_dev knows."""
+    from es_plugin_bridge.models.registry import ALL_TYPES, model_type
+    from es_plugin_bridge.training.dev_split import FUSION_FITS
+
+    defaults = {name: model_type(name).fusion_fit for name in ALL_TYPES}
+    assert set(defaults.values()) <= set(FUSION_FITS)
+    assert {name for name, rule in defaults.items() if rule == HELD_OUT} == {"transformer", "bow-cnn"}
+    measured = json.loads((Path(__file__).resolve().parents[2] / "benchmarks/fusion_fit.json").read_text())
+    rows = [r for r in measured["rows"] if r["dataset"] == "semeval"]
+    assert {r["model_type"] for r in rows} == set(ALL_TYPES)
+    for name, rule in defaults.items():
+        gains = [r["fused_held-out"] - r["fused_epoch-data"] for r in rows if r["model_type"] == name]
+        # held-out is the default exactly where it lost on no first stage
+        assert (rule == HELD_OUT) == all(g >= 0 for g in gains), (name, gains)
