@@ -27,7 +27,8 @@ END = re.compile(r"\s(#|&&|\|\||;|\||&)(\s|$)")
 #: Placeholders standing for any subcommand of a group.
 ANY = {"...", "…", "COMMAND", "SUBCOMMAND"}
 #: Options the docs name on their own that belong to another tool, and where that tool is.
-OTHER_TOOLS = {"--adam": "benchmarks/paper_models.py", "--build-arg": "docker build"}
+OTHER_TOOLS = {"--adam": "benchmarks/paper_models.py", "--build-arg": "docker build",
+               "--quick": "benchmarks/opensearch_modes.py"}
 
 
 def snippets(text: str) -> Iterator[str]:
@@ -134,7 +135,8 @@ def test_every_option_written_on_its_own_is_some_commands(page):
 
 
 def test_the_other_tools_options_are_theirs():
-    assert "--adam" in (ROOT / OTHER_TOOLS["--adam"]).read_text(encoding="utf-8")
+    for option in ("--adam", "--quick"):
+        assert option in (ROOT / OTHER_TOOLS[option]).read_text(encoding="utf-8")
 
 
 def test_a_wrong_command_or_option_is_caught():

@@ -57,6 +57,13 @@ def es_group() -> None:
     help="No dense_vector (OpenSearch: knn_vector) or rank_features fields (modes native, rerank, bridge).",
 )
 @click.option(
+    "--embed-at-ingest", is_flag=True,
+    help="OpenSearch: the index's ingest pipeline embeds each question (ml-commons models calling the "
+    "sidecar's /v1/embed, neural-search's text_embedding and sparse_encoding processors), so es index "
+    "sends the text only. Elasticsearch embeds at ingest wherever its licence allows; there this flag "
+    "makes setup fail when it cannot.",
+)
+@click.option(
     "--from-index",
     default=None,
     metavar="THEIRS",
@@ -81,6 +88,7 @@ def setup_command(
     sidecar_from_es: str | None,
     recreate: bool,
     no_vectors: bool,
+    embed_at_ingest: bool,
     from_index: str | None,
     title_field: str,
     body_field: str,
@@ -102,6 +110,8 @@ def setup_command(
         raise UserError("--in-place, --title-field, --body-field and --id-field go with --from-index")
     if in_place and recreate:
         raise UserError("--recreate deletes an index; it does not go with --in-place (your index)")
+    if embed_at_ingest and no_vectors:
+        raise UserError("--embed-at-ingest: an index made with --no-vectors holds nothing to embed")
     connection = pop_connection(conn)
     model = ModelDirectory.load(model_dir)  # verifies the manifest before anything is created
     ready = check_sidecar(SidecarEmbedder(sidecar_url, token=token, timeout=max(timeout, 10.0)), model)
@@ -115,11 +125,13 @@ def setup_command(
             raise UserError("--from-index is for Elasticsearch; on OpenSearch, index your questions with "
                             "`esrerank es index`")
         done = provision_opensearch(client, cluster, index_name, meta, sidecar=sidecar_from_es or sidecar_url,
-                                    token=token, recreate=recreate, no_vectors=no_vectors)
+                                    token=token, recreate=recreate, no_vectors=no_vectors,
+                                    embed_at_ingest=embed_at_ingest)
     else:
         done = provision(client, cluster, index_name, meta,
                          sidecar_from_es=sidecar_from_es or sidecar_url, token=token, recreate=recreate,
-                         no_vectors=no_vectors, source=source, progress=not no_progress)
+                         no_vectors=no_vectors, source=source, progress=not no_progress,
+                         embed_at_ingest=embed_at_ingest)
     for line in done.lines:
         click.echo(line)
     if from_index is None:
@@ -176,8 +188,9 @@ def index_command(
 ) -> None:
     """Index the questions of SPEC (FORMAT:PATH, repeatable) with their vectors and BOW terms.
 
-    Where ``es setup`` made an ingest pipeline, Elasticsearch embeds them; otherwise this client asks
-    the sidecar. An index without vectors (a cross-encoder's, or --no-vectors) gets the text only.
+    Where ``es setup`` made an ingest pipeline, the cluster embeds them (Elasticsearch where its licence
+    allows; OpenSearch after ``es setup --embed-at-ingest``); otherwise this client asks the sidecar.
+    An index without vectors (a cross-encoder's, or --no-vectors) gets the text only.
     ``--dry-run --out FILE`` writes the bulk body instead."""
     from es_plugin_bridge.data.spec import read_spec
     from es_plugin_bridge.elastic.bulk import index_questions
@@ -209,11 +222,15 @@ def index_command(
     client = pop_connection(conn).client()
     meta = read_meta(client, index_name)
     embed = None
+    stop_on, explain = None, None  # the ingest embedding's: when to stop, how to say why
     if meta.no_vectors_reason is not None:  # a pairwise model or --no-vectors: no /v1/embed call at all
         click.echo(f"index {index_name} holds no vectors ({meta.no_vectors_reason}): indexing the text only",
                    err=True)
     elif meta.embedding.get("pipeline"):
-        click.echo(f"Elasticsearch embeds through pipeline {meta.embedding['pipeline']}", err=True)
+        from es_plugin_bridge.elastic.opensearch_ingest import ingest_stop_rule
+
+        click.echo(f"the cluster embeds through pipeline {meta.embedding['pipeline']}", err=True)
+        stop_on, explain = ingest_stop_rule(client)
     else:
         embedder = SidecarEmbedder(sidecar_url, token=token, timeout=max(timeout, 60.0))
         embedder.ready()
@@ -229,15 +246,15 @@ def index_command(
         resume=resume,
         max_retries=max_retries,
         progress=not no_progress,
+        stop_on=stop_on,
     )
     call(f"refreshing {index_name}", client.indices.refresh, index=index_name)
     for line in report.lines():
         click.echo(line)
     if not report.ok:
-        click.echo(
-            f"error: {report.failed} questions were not indexed; fix the cause and re-run with --resume",
-            err=True,
-        )
+        why = explain(meta.embedding, [f.reason for f in report.failures], report.failed) if explain else None
+        generic = f"{report.failed} questions were not indexed; fix the cause and re-run with --resume"
+        click.echo(f"error: {why or generic}", err=True)
         sys.exit(1)
 
 

@@ -94,6 +94,7 @@ def index_questions(
     abort_after_failed_batches: int = 3,
     progress: bool = True,
     id_of: Callable[[Q], str] = attrgetter("id"),
+    stop_on: Callable[[int | None, str], str | None] | None = None,
 ) -> BulkReport:
     """Index ``items`` into ``index`` in batches of ``batch_size`` and return the report.
 
@@ -113,12 +114,16 @@ def index_questions(
     without calling ``prepare``. Raises UserError when ``index`` does not exist or cannot be checked
     (bulk would create it with dynamic mappings). Searches see the documents after the index's next
     refresh (1 s by default): call ``client.indices.refresh(index=...)`` to see them at once.
+
+    ``stop_on(status, reason)`` of a failed item: why the whole run must stop at once, or None. Such an
+    item is not resent, and the run ends after its batch (an ingest pipeline's embedder that cannot be
+    reached fails every further batch the same way, after the same wait).
     """
     if batch_size < 1 or max_retries < 0:
         raise ValueError("batch_size must be >= 1 and max_retries >= 0")
     es = client.options(max_retries=0, retry_on_status=())
     _require_index(es, index)
-    run = _Run(es, index, prepare, id_of, _Retry(max_retries, initial_backoff, max_backoff))
+    run = _Run(es, index, prepare, id_of, _Retry(max_retries, initial_backoff, max_backoff), stop_on)
     report = run.report
     failed_in_a_row = 0  # consecutive batches with nothing indexed and something failed
     with tqdm(total=len(items) if isinstance(items, Sized) else None, desc=f"indexing {index}",
@@ -131,6 +136,10 @@ def index_questions(
             bar.update(len(batch))
             bar.set_postfix(indexed=report.indexed, skipped=report.skipped, failed=report.failed,
                             refresh=False)
+            if run.stop is not None:
+                report.aborted = (f"{run.stop}; stopped after {id_of(batch[-1])}, reading nothing further; "
+                                  "re-run with resume to continue")
+                break
             if report.indexed > indexed:
                 failed_in_a_row = 0
             elif report.failed > failed:
@@ -174,8 +183,11 @@ class _Run(Generic[Q]):
     """One indexing run: books every item of every batch into its report."""
 
     def __init__(self, es: Elasticsearch, index: str, prepare: Callable[[list[Q]], list[dict[str, Any]]],
-                 id_of: Callable[[Q], str], retry: _Retry) -> None:
+                 id_of: Callable[[Q], str], retry: _Retry,
+                 stop_on: Callable[[int | None, str], str | None] | None = None) -> None:
         self.es, self.index, self.prepare, self.id_of, self.retry = es, index, prepare, id_of, retry
+        self.stop_on = stop_on
+        self.stop: str | None = None  # why the run stops after this batch (``stop_on``), or None
         self.report = BulkReport()
 
     def batch(self, batch: list[Q], resume: bool) -> None:
@@ -238,10 +250,15 @@ class _Run(Generic[Q]):
                 self.report._fail([id_], status, f"bulk response item {n} is for id {result.get('_id')!r}")
             elif 200 <= status < 300:
                 self.report.indexed += 1
-            elif resend and _retryable(status):
-                again.append(action)
             else:
-                self.report._fail([id_], status, _reason_of_error(result.get("error")))
+                reason = _reason_of_error(result.get("error"))
+                stop = self.stop_on(status, reason) if self.stop_on is not None else None
+                if stop is not None:
+                    self.stop = self.stop or stop
+                if resend and stop is None and _retryable(status):
+                    again.append(action)
+                else:
+                    self.report._fail([id_], status, reason)
         return again
 
 

@@ -12,7 +12,6 @@ OpenSearch's reason, as the bridge marks its own fallback.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Collection, Mapping
 from typing import Any
@@ -23,17 +22,23 @@ from es_plugin_bridge.elastic.connection import call
 from es_plugin_bridge.elastic.engine import ElasticsearchFirstStage
 from es_plugin_bridge.elastic.mappings import RERANK_FIELD, rerank_text
 from es_plugin_bridge.elastic.modes import Mode, ModeResult
+from es_plugin_bridge.elastic.opensearch_ml import (
+    DEPLOY_SECONDS,
+    register_remote_model,
+    request,
+    trust,
+    url_regex,
+)
 from es_plugin_bridge.errors import UserError
 
-TRUSTED = "plugins.ml_commons.trusted_connector_endpoints_regex"
 #: ml-commons' connector client timeouts, in seconds (``HttpJsonConnectorExecutor``: Duration.ofSeconds).
 CLIENT_CONFIG = {"connection_timeout": 2, "read_timeout": 5, "max_connection": 30}
-DEPLOY_SECONDS = 120.0
+RERANK_PATH = "/v1/rerank"
 
 
 def trusted_url_regex(sidecar_url: str) -> str:
     """A regex matching exactly the connector's URL (ml-commons matches the whole URL)."""
-    return "^" + re.escape(sidecar_url.rstrip("/") + "/v1/rerank") + "$"
+    return url_regex(sidecar_url, RERANK_PATH)
 
 
 def connector_body(sidecar_url: str, token: str) -> dict[str, Any]:
@@ -48,7 +53,7 @@ def connector_body(sidecar_url: str, token: str) -> dict[str, Any]:
         "actions": [{
             "action_type": "predict",
             "method": "POST",
-            "url": f"{sidecar_url.rstrip('/')}/v1/rerank",
+            "url": f"{sidecar_url.rstrip('/')}{RERANK_PATH}",
             "headers": {"Authorization": "Bearer ${credential.api_key}", "Content-Type": "application/json"},
             "request_body": '{ "documents": ${parameters.documents}, "query": "${parameters.query}", '
                             '"top_n": ${parameters.top_n} }',
@@ -68,42 +73,18 @@ def pipeline_body(model_id: str) -> dict[str, Any]:
     }
 
 
-def _request(client: Any, what: str, method: str, path: str, body: Any = None) -> dict[str, Any]:
-    return call(what, client.raw.transport.perform_request, method, path, body=body)
-
-
-def trusted_endpoints(client: Any) -> list[str]:
-    """The URL patterns the cluster trusts now (persistent, else transient, else the node's default)."""
-    settings = _request(client, "reading the cluster settings", "GET",
-                        "/_cluster/settings?include_defaults=true&flat_settings=true")
-    for scope in ("persistent", "transient", "defaults"):
-        value = settings.get(scope, {}).get(TRUSTED)
-        if value is not None:
-            return list(value) if isinstance(value, list) else [value]
-    return []
-
-
 def register_rerank(client: Any, index: str, sidecar_url: str, token: str | None,
                     deploy_timeout: float = DEPLOY_SECONDS) -> dict[str, str]:
     """Trust the sidecar's URL (beside those already trusted), create the connector and the remote
     model, wait until it is deployed, and put the search pipeline ``<index>-rerank``; returns their ids."""
-    ours = trusted_url_regex(sidecar_url)
-    patterns = [p for p in trusted_endpoints(client) if p != ours] + [ours]
-    _request(client, "trusting the sidecar's URL", "PUT", "/_cluster/settings", {"persistent": {
-        TRUSTED: patterns, "plugins.ml_commons.connector.private_ip_enabled": True,
-        "plugins.ml_commons.only_run_on_ml_node": False}})
-    connector = _request(client, "creating the ml-commons connector", "POST",
-                         "/_plugins/_ml/connectors/_create", connector_body(sidecar_url, token or "no-token"))
-    registered = _request(client, "registering the remote model", "POST",
-                          "/_plugins/_ml/models/_register?deploy=true",
-                          {"name": f"esrerank-{index}", "function_name": "remote",
-                           "description": "Question-similarity reranker served by the esrerank sidecar",
-                           "connector_id": connector["connector_id"]})
-    model_id = _wait_deployed(client, registered, time.monotonic() + deploy_timeout)
+    trust(client, [trusted_url_regex(sidecar_url)])
+    connector_id, model_id = register_remote_model(
+        client, connector_body(sidecar_url, token or "no-token"), f"esrerank-{index}",
+        "Question-similarity reranker served by the esrerank sidecar", deploy_timeout)
     pipeline = f"{index}-rerank"
-    _request(client, f"creating search pipeline {pipeline}", "PUT", f"/_search/pipeline/{pipeline}",
-             pipeline_body(model_id))
-    return {"connector_id": connector["connector_id"], "model_id": model_id, "search_pipeline": pipeline}
+    request(client, f"creating search pipeline {pipeline}", "PUT", f"/_search/pipeline/{pipeline}",
+            pipeline_body(model_id))
+    return {"connector_id": connector_id, "model_id": model_id, "search_pipeline": pipeline}
 
 
 def unregister_rerank(client: Any, registered: Mapping[str, str]) -> None:
@@ -120,33 +101,6 @@ def unregister_rerank(client: Any, registered: Mapping[str, str]) -> None:
             client.raw.transport.perform_request(method, path)
         except TransportError:
             continue
-
-
-def _wait_deployed(client: Any, registered: Mapping[str, Any], deadline: float) -> str:
-    """The model id once ml-commons says ``DEPLOYED`` (the register task first, then the model)."""
-    model_id = registered.get("model_id")
-    task_id = registered.get("task_id")
-    while model_id is None:
-        task = _request(client, "waiting for the model", "GET", f"/_plugins/_ml/tasks/{task_id}")
-        if task.get("state") in ("FAILED", "COMPLETED_WITH_ERROR"):
-            raise UserError(f"registering the remote model failed: {task.get('error', task.get('state'))}")
-        model_id = task.get("model_id") if task.get("state") == "COMPLETED" else None
-        _check_deadline(deadline, f"task {task_id} is {task.get('state')}")
-    while True:
-        state = _request(client, "waiting for the model", "GET", f"/_plugins/_ml/models/{model_id}").get(
-            "model_state")
-        if state == "DEPLOYED":
-            return str(model_id)
-        if state == "DEPLOY_FAILED":
-            raise UserError(f"model {model_id} is DEPLOY_FAILED; OpenSearch's log says why (is the sidecar's "
-                            "URL reachable from OpenSearch?)")
-        _check_deadline(deadline, f"model {model_id} is {state}")
-
-
-def _check_deadline(deadline: float, state: str) -> None:
-    if time.monotonic() > deadline:
-        raise UserError(f"the remote model was not deployed in time: {state}")
-    time.sleep(0.5)
 
 
 class RerankMode(Mode):

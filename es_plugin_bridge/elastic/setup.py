@@ -88,7 +88,10 @@ class IndexMeta:
     text: dict[str, Any]
     inference: dict[str, str] = field(default_factory=dict)
     params: dict[str, dict[str, float]] = field(default_factory=dict)
-    #: Elasticsearch embeds: {"text_embedding": id, "sparse_embedding": id, "pipeline": id}, or {}.
+    #: The cluster embeds at ingest, or {} (es index embeds on the client). Elasticsearch:
+    #: {"text_embedding": id, "sparse_embedding": id, "pipeline": id}; OpenSearch
+    #: (``elastic/opensearch_ingest.py``): {"pipeline", "sidecar", "vector_model", "vector_connector",
+    #: "bow_model", "bow_connector"}.
     embedding: dict[str, str] = field(default_factory=dict)
     #: Where the questions come from: {} for the product's own layout, or the user's index and fields
     #: ({"index", "title_field", "body_field", "id_field", "in_place", "analyzer"}).

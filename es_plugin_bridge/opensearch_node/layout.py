@@ -34,7 +34,7 @@ PLUGIN_VERSION = f"{SERVER_VERSION}.0"
 SERVER_EXTRAS = ("org.apache.logging.log4j:log4j-core:2.21.0",
                  f"org.opensearch:opensearch-plugin-classloader:{SERVER_VERSION}")
 #: Bump when the layout changes, so an older home is rebuilt rather than reused.
-LAYOUT_REVISION = 2
+LAYOUT_REVISION = 3  # 3: ingest-common (the script processor)
 
 
 @dataclass(frozen=True)
@@ -49,8 +49,10 @@ class Module:
 
 
 #: The modules the product needs: HTTP, Painless (k-NN extends it; the stored-vector mode scores with
-#: it), the analyzers, ``rank_features`` (mapper-extras) and reindex. Classnames from each jar; the
-#: ``extended`` of analysis-common because its jar carries a Painless extension (META-INF/services).
+#: it), the analyzers, ``rank_features`` (mapper-extras), reindex, and ingest-common (the ``script``
+#: processor: the ingest-embedding pipeline drops a zero vector with it, elastic/opensearch_ingest.py).
+#: Classnames from each jar; the ``extended`` of analysis-common and ingest-common because their jars
+#: carry a Painless extension (META-INF/services).
 MODULES: tuple[Module, ...] = (
     Module("transport-netty4", "transport-netty4-client", "org.opensearch.transport.Netty4Plugin",
            "Netty 4 based transport implementation"),
@@ -62,6 +64,9 @@ MODULES: tuple[Module, ...] = (
            "Adds advanced field mappers"),
     Module("reindex", "reindex-client", "org.opensearch.index.reindex.ReindexPlugin",
            "Reindex, update by query and delete by query"),
+    Module("ingest-common", "ingest-common", "org.opensearch.ingest.common.IngestCommonPlugin",
+           "Module for ingest processors that do not require additional security permissions or have "
+           "large dependencies and resources", ("lang-painless",)),
 )
 
 #: The plugin zips, in dependency order: ml-commons extends job-scheduler, neural-search extends k-NN.

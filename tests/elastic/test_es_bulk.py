@@ -319,6 +319,30 @@ def test_failed_batches_in_a_row_stop_the_run_and_say_where(cluster, client, que
     assert report.lines()[-1].startswith("stopped early: ")
 
 
+def test_an_item_stop_on_names_stops_the_run_after_its_batch_unsent_again(cluster, client, questions):
+    """``stop_on``: OpenSearch's ingest pipeline failing an item because its embedder cannot be reached
+    (a 500 that would otherwise be resent with back-off) ends the run after that batch, with the reason;
+    the other items of the batch are booked as they were answered."""
+    qs = questions[:40]
+    ids = _ids(qs)
+    cluster.item_plan = {id_: [500] for id_ in ids[10:15]}
+    seen: list[tuple[int | None, str]] = []
+
+    def stop_on(status: int | None, reason: str) -> str | None:
+        seen.append((status, reason))
+        return reason if "injected internal failure" in reason else None
+
+    report = index_questions(client, INDEX, qs, Prepare(), batch_size=10, max_retries=3, stop_on=stop_on,
+                             **FAST)
+    _check_books(report)
+    assert (report.read, report.indexed, report.failed) == (20, 15, 5)
+    assert [f.id for f in report.failures] == ids[10:15] and report.retries == 0
+    assert cluster.bulk_sends == [ids[:10], ids[10:20]]  # not resent; the third batch is never read
+    assert seen == [(500, "exception: injected internal failure")] * 5
+    assert report.aborted is not None
+    assert report.aborted.startswith(f"exception: injected internal failure; stopped after {ids[19]}")
+
+
 def test_resume_skips_indexed_ids_and_prepares_only_the_rest(cluster, client, questions):
     qs = questions[:40]
     ids = _ids(qs)

@@ -117,3 +117,18 @@ def test_an_existing_index_is_refused_before_anything_is_registered(recorder):  
             progress=False,
         )
     assert writes(rec) == []
+
+
+@pytest.mark.parametrize("licence", ["basic", "platinum"])
+def test_embed_at_ingest_where_it_cannot_is_refused_before_the_index(recorder, licence):  # noqa: F811
+    """``--embed-at-ingest`` changes nothing where Elasticsearch embeds anyway (trial, above); where it
+    cannot, setup stops in one line, naming why, and no index is made."""
+    from es_plugin_bridge.errors import UserError
+
+    rec, url = recorder
+    answers(rec)
+    with pytest.raises(UserError, match="--embed-at-ingest: Elasticsearch cannot embed at ingest here: .*"
+                                        f"'{licence}'"):
+        provision(es_client(url), ClusterInfo((9, 1, 0), licence, True), "questions", META,
+                  sidecar_from_es="http://sidecar:8080", token=None, progress=False, embed_at_ingest=True)
+    assert writes(rec) == []

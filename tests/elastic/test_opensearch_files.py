@@ -258,7 +258,7 @@ def test_the_docs_walk_through_the_same_files():
 def test_es_setup_sends_the_bodies_apply_sends():
     """``es setup`` on OpenSearch (``elastic/opensearch_rerank.py``) and apply.py send the same
     connector, pipeline and trusted-URL pattern: the files here are the one description of them."""
-    from es_plugin_bridge.elastic import opensearch_rerank
+    from es_plugin_bridge.elastic import opensearch_ml, opensearch_rerank
 
     url = "http://sidecar:8080"
     assert opensearch_rerank.connector_body(url, TOKEN) == apply.render("connector.json", SIDECAR_URL=url,
@@ -266,4 +266,4 @@ def test_es_setup_sends_the_bodies_apply_sends():
     assert opensearch_rerank.pipeline_body("m1") == apply.render("search-pipeline.json", MODEL_ID="m1")
     assert opensearch_rerank.trusted_url_regex(url) == apply.trusted_url_regex(url)
     settings = apply.render("cluster-settings.json", SIDECAR_RERANK_URL_REGEX="x")["persistent"]
-    assert opensearch_rerank.TRUSTED in settings
+    assert opensearch_ml.TRUSTED in settings

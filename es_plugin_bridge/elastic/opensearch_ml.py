@@ -1,0 +1,100 @@
+"""ml-commons calls that every sidecar model ``es setup`` registers on OpenSearch shares: trusting the
+sidecar's URL, creating an HTTP connector, registering a remote model and waiting until it is deployed.
+
+The rerank model (``elastic/opensearch_rerank.py``) and the two embedding models of the ingest pipeline
+(``elastic/opensearch_ingest.py``) differ only in their connector's body; the steps, and their rules
+found on ml-commons 2.19.1, are here once:
+
+- ``plugins.ml_commons.trusted_connector_endpoints_regex`` is one list for the whole cluster and a
+  pattern must match the connector's whole URL (``MLCommonsSettings``, ``ConnectorUtils``): each URL is
+  added beside those already trusted, never in their place;
+- a sidecar on a private address (127.0.0.1 in the tests) needs ``connector.private_ip_enabled``;
+- ``_register?deploy=true`` answers a task; its ``COMPLETED`` only means the model document is written,
+  so the model's own ``model_state`` is then read until ``DEPLOYED``.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from es_plugin_bridge.elastic.connection import call
+from es_plugin_bridge.errors import UserError
+
+TRUSTED = "plugins.ml_commons.trusted_connector_endpoints_regex"
+DEPLOY_SECONDS = 120.0
+
+
+def request(client: Any, what: str, method: str, path: str, body: Any = None) -> dict[str, Any]:
+    """One REST call through opensearch-py's transport (ml-commons and pipelines have no client method);
+    a refusal is a one-line UserError saying ``what`` failed."""
+    return call(what, client.raw.transport.perform_request, method, path, body=body)
+
+
+def url_regex(sidecar_url: str, path: str) -> str:
+    """A regex matching exactly ``sidecar_url`` + ``path`` (ml-commons matches the whole URL)."""
+    return "^" + re.escape(sidecar_url.rstrip("/") + path) + "$"
+
+
+def trusted_endpoints(client: Any) -> list[str]:
+    """The URL patterns the cluster trusts now (persistent, else transient, else the node's default)."""
+    settings = request(client, "reading the cluster settings", "GET",
+                       "/_cluster/settings?include_defaults=true&flat_settings=true")
+    for scope in ("persistent", "transient", "defaults"):
+        value = settings.get(scope, {}).get(TRUSTED)
+        if value is not None:
+            return list(value) if isinstance(value, list) else [value]
+    return []
+
+
+def trust(client: Any, patterns: Iterable[str]) -> None:
+    """Trust ``patterns`` beside the patterns the cluster trusts already; allow private addresses and
+    remote models on a node without the ML role."""
+    ours = list(dict.fromkeys(patterns))
+    kept = [p for p in trusted_endpoints(client) if p not in ours]
+    request(client, "trusting the sidecar's URL", "PUT", "/_cluster/settings", {"persistent": {
+        TRUSTED: kept + ours, "plugins.ml_commons.connector.private_ip_enabled": True,
+        "plugins.ml_commons.only_run_on_ml_node": False}})
+
+
+def register_remote_model(client: Any, connector: Mapping[str, Any], name: str, description: str,
+                          deploy_timeout: float = DEPLOY_SECONDS) -> tuple[str, str]:
+    """Create the connector, register a ``remote`` model on it and wait until it is deployed:
+    (connector id, model id)."""
+    created = request(client, f"creating the ml-commons connector {connector.get('name')}", "POST",
+                      "/_plugins/_ml/connectors/_create", dict(connector))
+    registered = request(client, f"registering the remote model {name}", "POST",
+                         "/_plugins/_ml/models/_register?deploy=true",
+                         {"name": name, "function_name": "remote", "description": description,
+                          "connector_id": created["connector_id"]})
+    model_id = wait_deployed(client, registered, time.monotonic() + deploy_timeout)
+    return str(created["connector_id"]), model_id
+
+
+def wait_deployed(client: Any, registered: Mapping[str, Any], deadline: float) -> str:
+    """The model id once ml-commons says ``DEPLOYED`` (the register task first, then the model)."""
+    model_id = registered.get("model_id")
+    task_id = registered.get("task_id")
+    while model_id is None:
+        task = request(client, "waiting for the model", "GET", f"/_plugins/_ml/tasks/{task_id}")
+        if task.get("state") in ("FAILED", "COMPLETED_WITH_ERROR"):
+            raise UserError(f"registering the remote model failed: {task.get('error', task.get('state'))}")
+        model_id = task.get("model_id") if task.get("state") == "COMPLETED" else None
+        _check_deadline(deadline, f"task {task_id} is {task.get('state')}")
+    while True:
+        state = request(client, "waiting for the model", "GET", f"/_plugins/_ml/models/{model_id}").get(
+            "model_state")
+        if state == "DEPLOYED":
+            return str(model_id)
+        if state == "DEPLOY_FAILED":
+            raise UserError(f"model {model_id} is DEPLOY_FAILED; OpenSearch's log says why (is the sidecar's "
+                            "URL reachable from OpenSearch?)")
+        _check_deadline(deadline, f"model {model_id} is {state}")
+
+
+def _check_deadline(deadline: float, state: str) -> None:
+    if time.monotonic() > deadline:
+        raise UserError(f"the remote model was not deployed in time: {state}")
+    time.sleep(0.5)
