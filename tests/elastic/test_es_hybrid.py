@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from painless_as_python import painless_as_python
 
 from es_plugin_bridge.data.spec import read_spec
 from es_plugin_bridge.data.types import Question, RankingQuery
@@ -334,19 +335,11 @@ def f32(x: float) -> float:
     return float(np.float32(x))
 
 
-_TERNARY = re.compile(r"\(([^()?:]+)\?([^()?:]+):([^()?:]+)\)")
 
 
 def painless(source: str) -> Any:
     """The Painless expressions of these bodies, compiled as Python (``cond ? a : b`` included)."""
-    expr = (source.replace("doc['vector'].size() == 0", "NOVEC")
-            .replace("cosineSimilarity(params.q, 'vector')", "COS")
-            .replace("l1norm(params.q, 'vector')", "L1")
-            .replace("Math.exp", "exp"))
-    expr = re.sub(r"params\.(\w+)", r"params['\1']", expr)
-    expr = _TERNARY.sub(r"((\2) if (\1) else (\3))", expr)
-    assert re.fullmatch(r"[\w\s.+\-*/()'\[\]<>=!]*", expr), f"unexpected Painless: {source}"
-    return compile(expr, "<painless>", "eval")
+    return compile(painless_as_python(source), "<painless>", "eval")
 
 
 class FakeElasticsearch:

@@ -51,6 +51,7 @@ from urllib.parse import urlsplit
 import numpy as np
 import pytest
 from esql_rerank_syntax import RULES, EsqlError, Rerank, read_rerank, string_value
+from sidecar_apps import in_process_apps
 
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.elastic import mappings, setup
@@ -504,14 +505,7 @@ def semeval():
 
 @pytest.fixture(scope="module")
 def apps(exported):
-    from es_plugin_bridge.serving import ModelDirectory
-    from es_plugin_bridge.serving.app import create_app
-
-    out = {}
-    for name, path in exported.items():
-        app = create_app(ModelDirectory.load(path, threads=1))
-        out[name] = (app.test_client(), app.extensions["esrerank"])
-    return out
+    return in_process_apps(exported)
 
 
 def rerank_in_batches(client: Any, url: str, query: str, docs: list[str], batch: int) -> np.ndarray:

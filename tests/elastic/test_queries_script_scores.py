@@ -17,13 +17,13 @@ The Painless sources the product writes are evaluated here as Python, with those
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from painless_as_python import painless_as_python
 
 from es_plugin_bridge.data.spec import read_spec
 from es_plugin_bridge.elastic import queries
@@ -31,20 +31,13 @@ from es_plugin_bridge.text import Preprocessor
 
 SAMPLES = Path(__file__).resolve().parents[2] / "es_plugin_bridge" / "samples"
 SEMEVAL_DEV = SAMPLES / "semeval2016-task3" / "SemEval2016-Task3-CQA-QL-dev.xml"
-_TERNARY = re.compile(r"\(([^()?:]+)\?([^()?:]+):([^()?:]+)\)")
 
 
 def run_painless(script: Mapping[str, Any], score: float, doc: Sequence[float] | None) -> float:
     """The value of one ``script_score`` script for a document (``doc``: its vector, None when it has
     none) whose inner query scored ``score``: the forms the product writes, evaluated as Python."""
     source, params = script["source"], script["params"]
-    expr = (source.replace("doc['vector'].size() == 0", "NOVEC")
-            .replace("cosineSimilarity(params.q, 'vector')", "COS")
-            .replace("l1norm(params.q, 'vector')", "L1")
-            .replace("Math.exp", "exp"))
-    expr = re.sub(r"params\.(\w+)", r"params['\1']", expr)
-    expr = _TERNARY.sub(r"((\2) if (\1) else (\3))", expr)
-    assert re.fullmatch(r"[\w\s.+\-*/()'\[\]<>=!]*", expr), f"unexpected Painless: {source}"
+    expr = painless_as_python(source)
     cos = l1 = math.nan  # no vector: Elasticsearch throws, NaN fails the check below
     if doc is not None and "q" in params:
         q, d = np.asarray(params["q"], dtype=np.float64), np.asarray(doc, dtype=np.float64)

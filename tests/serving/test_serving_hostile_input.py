@@ -7,12 +7,12 @@ from __future__ import annotations
 import json
 import shutil
 import socket
-import threading
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+from sidecar_apps import threaded_server
 
 from es_plugin_bridge.core.fusion import minmax
 from es_plugin_bridge.core.manifest import manifest_digest, write_manifest
@@ -20,7 +20,7 @@ from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.serving import ModelDirectory
 from es_plugin_bridge.serving.app import create_app
 from es_plugin_bridge.serving.schemas import NOT_BLANK_PATTERN
-from es_plugin_bridge.serving.server import Limits, Server
+from es_plugin_bridge.serving.server import Limits
 
 SAMPLES = Path(__file__).resolve().parents[2] / "es_plugin_bridge" / "samples"
 SEMEVAL_DEV = SAMPLES / "semeval2016-task3" / "SemEval2016-Task3-CQA-QL-dev.xml"
@@ -137,13 +137,8 @@ def test_an_empty_token_file_is_refused(exported, cli, tmp_path):
 @pytest.fixture(scope="module")
 def server(model):
     limits = Limits(max_body_bytes=1024 * 1024, max_header_bytes=8 * 1024, request_timeout=1.5)
-    srv = Server(create_app(model, token=TOKEN, max_body_bytes=limits.max_body_bytes), host="127.0.0.1",
-                 port=0, threads=2, token=TOKEN, limits=limits)
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    yield srv
-    srv.close()
-    thread.join(timeout=5)
+    with threaded_server(model, TOKEN, limits) as srv:
+        yield srv
 
 
 def _exchange(port: int, head: bytes, body: bytes = b"", wait: float = 5.0) -> tuple[int, dict, float]:

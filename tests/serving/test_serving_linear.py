@@ -11,9 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from bodies import doc_json
+from sidecar_apps import in_process_apps
 
-from es_plugin_bridge.serving import ModelDirectory
-from es_plugin_bridge.serving.app import create_app
 from es_plugin_bridge.serving.jsonbody import connector_float
 from es_plugin_bridge.serving.relevance import component_ranges, linear_shift
 from es_plugin_bridge.training.fusion_fit import minmax
@@ -26,11 +25,7 @@ def semeval(semeval_dev):
 
 @pytest.fixture(scope="module")
 def apps(exported):
-    out = {}
-    for name, path in exported.items():
-        app = create_app(ModelDirectory.load(path, threads=1))
-        out[name] = (app.test_client(), app.extensions["esrerank"])
-    return out
+    return in_process_apps(exported)
 
 
 @pytest.mark.parametrize("model_type", ["bow-cnn", "gru"])

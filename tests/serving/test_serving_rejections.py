@@ -15,6 +15,7 @@ import time
 import urllib.request
 
 import pytest
+from sidecar_apps import threaded_server
 
 from es_plugin_bridge.cli.serve import serve_command
 from es_plugin_bridge.serving import ModelDirectory
@@ -102,13 +103,8 @@ def test_the_apps_refusals_are_counted_by_reason_and_logged_once_without_the_tok
 @pytest.fixture(scope="module")
 def server(model):
     limits = Limits(max_body_bytes=64 * 1024, max_header_bytes=8 * 1024, request_timeout=1.0)
-    srv = Server(create_app(model, token=TOKEN, max_body_bytes=limits.max_body_bytes), host="127.0.0.1",
-                 port=0, threads=2, token=TOKEN, limits=limits)
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    yield srv
-    srv.close()
-    thread.join(timeout=5)
+    with threaded_server(model, TOKEN, limits) as srv:
+        yield srv
 
 
 def _send(port: int, data: bytes) -> bytes:
