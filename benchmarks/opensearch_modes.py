@@ -131,6 +131,7 @@ def indexing_runs(model: Path, sidecar: FreshSidecar, common: list[str], spec: s
 
 def search_runs(url: str, sidecar_url: str, window: int, queries: int, warmup: int) -> dict[str, Any]:
     """Interleaved latency of the first stage and every mode on :data:`SEARCH_INDEX`."""
+    from es_plugin_bridge.bridge.sidecar_target import SidecarTarget
     from es_plugin_bridge.data.questions import question_from_text
     from es_plugin_bridge.elastic.connection import Connection, cluster_info
     from es_plugin_bridge.elastic.engine import open_engine
@@ -145,8 +146,9 @@ def search_runs(url: str, sidecar_url: str, window: int, queries: int, warmup: i
     engine = open_engine(EngineContext(tokens=Preprocessor(meta.text_options()).tokens,
                                        options={"client": client, "index": SEARCH_INDEX}))
     stage = engine.first_stage("bm25")
-    modes = {name: make_mode(name, stage, meta, window=window, sidecar_url=sidecar_url, token=None,
-                             timeout=10.0, cluster=cluster) for name in MODES}
+    sidecar = SidecarTarget(sidecar_url, None, 10.0)
+    modes = {name: make_mode(name, stage, meta, window=window, sidecar=sidecar, cluster=cluster)
+             for name in MODES}
     systems = {"first_stage": lambda q: stage.search(q, 10),
                **{f"mode_{name}": (lambda q, m=mode: m.search(q, 10)) for name, mode in modes.items()}}
     texts = askubuntu_titles(queries + warmup, seed=7)

@@ -28,6 +28,7 @@ import urllib.parse
 from collections.abc import Sequence
 
 from es_plugin_bridge.bearer_token import check_token
+from es_plugin_bridge.bridge.sidecar_target import DEFAULT_TIMEOUT
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.errors import UserError
 
@@ -94,7 +95,7 @@ class _Call:
 
 
 class SidecarClient:
-    def __init__(self, url: str, *, token: str | None = None, timeout: float = 2.0) -> None:
+    def __init__(self, url: str, *, token: str | None = None, timeout: float = DEFAULT_TIMEOUT) -> None:
         if not url.startswith(("http://", "https://")):
             raise UserError(f"sidecar URL must start with http:// or https://, got {url!r}")
         if timeout <= 0:

@@ -16,7 +16,12 @@ from typing import Any
 
 import click
 
-from es_plugin_bridge.cli.es_options import connection_options, pop_connection, sidecar_options
+from es_plugin_bridge.cli.es_options import (
+    connection_options,
+    pop_connection,
+    sidecar_options,
+    sidecar_target,
+)
 from es_plugin_bridge.elastic.mode_registry import mode_names
 from es_plugin_bridge.errors import UserError
 
@@ -114,7 +119,8 @@ def setup_command(
         raise UserError("--embed-at-ingest: an index made with --no-vectors holds nothing to embed")
     connection = pop_connection(conn)
     model = ModelDirectory.load(model_dir)  # verifies the manifest before anything is created
-    ready = check_sidecar(SidecarEmbedder(sidecar_url, token=token, timeout=max(timeout, 10.0)), model)
+    sidecar = sidecar_target(sidecar_url, token, timeout)
+    ready = check_sidecar(SidecarEmbedder.reaching(sidecar, timeout=max(timeout, 10.0)), model)
     meta = meta_for_model(model, ready, TextOptions())
     client = connection.client()
     cluster = cluster_info(client)
@@ -124,12 +130,13 @@ def setup_command(
         if source is not None:
             raise UserError("--from-index is for Elasticsearch; on OpenSearch, index your questions with "
                             "`esrerank es index`")
-        done = provision_opensearch(client, cluster, index_name, meta, sidecar=sidecar_from_es or sidecar_url,
-                                    token=token, recreate=recreate, no_vectors=no_vectors,
+        done = provision_opensearch(client, cluster, index_name, meta, sidecar=sidecar_from_es or sidecar.url,
+                                    token=sidecar.token, recreate=recreate, no_vectors=no_vectors,
                                     embed_at_ingest=embed_at_ingest)
     else:
         done = provision(client, cluster, index_name, meta,
-                         sidecar_from_es=sidecar_from_es or sidecar_url, token=token, recreate=recreate,
+                         sidecar_from_es=sidecar_from_es or sidecar.url, token=sidecar.token,
+                         recreate=recreate,
                          no_vectors=no_vectors, source=source, progress=not no_progress,
                          embed_at_ingest=embed_at_ingest)
     for line in done.lines:
@@ -232,7 +239,8 @@ def index_command(
         click.echo(f"the cluster embeds through pipeline {meta.embedding['pipeline']}", err=True)
         stop_on, explain = ingest_stop_rule(client)
     else:
-        embedder = SidecarEmbedder(sidecar_url, token=token, timeout=max(timeout, 60.0))
+        target = sidecar_target(sidecar_url, token, timeout)
+        embedder = SidecarEmbedder.reaching(target, timeout=max(timeout, 60.0))
         embedder.ready()
         embed = embedder.embed
     engine = open_engine(EngineContext(tokens=Preprocessor(meta.text_options()).tokens, options={
@@ -265,9 +273,7 @@ def _open_mode(
     first_stage: str,
     *,
     window: int,
-    sidecar_url: str,
-    token: str | None,
-    timeout: float,
+    sidecar: Any,
     allow_rerank_failures: bool = False,
     knn: str = "exact",
 ) -> Any:
@@ -287,9 +293,7 @@ def _open_mode(
         stage,
         meta,
         window=window,
-        sidecar_url=sidecar_url,
-        token=token,
-        timeout=timeout,
+        sidecar=sidecar,
         cluster=cluster_info(client),
         allow_rerank_failures=allow_rerank_failures,
         knn=knn,
@@ -365,9 +369,7 @@ def search_command(
         mode,
         first_stage,
         window=window,
-        sidecar_url=sidecar_url,
-        token=token,
-        timeout=timeout,
+        sidecar=sidecar_target(sidecar_url, token, timeout),
         allow_rerank_failures=allow_rerank_failures,
         knn=knn,
     )

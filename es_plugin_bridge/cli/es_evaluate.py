@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from es_plugin_bridge.cli.es_options import pop_connection
+from es_plugin_bridge.cli.es_options import pop_connection, sidecar_click_options, sidecar_target
 from es_plugin_bridge.cli.evaluate import evaluate
 from es_plugin_bridge.elastic.mode_registry import mode_names
 from es_plugin_bridge.errors import UserError
@@ -44,26 +44,12 @@ EXTRA = [
         help="retrieval: first-stage hits that fused reranks (rerank: all candidates).",
     ),
     click.Option(
-        ["--sidecar", "sidecar_url"],
-        envvar="ESRERANK_SIDECAR_URL",
-        default="http://127.0.0.1:8080",
-        show_default=True,
-        help="The sidecar serving --model [env ESRERANK_SIDECAR_URL].",
-    ),
-    click.Option(
         ["--sidecar-from-es"],
         envvar="ESRERANK_SIDECAR_FROM_ES",
         default=None,
         help="The sidecar as Elasticsearch reaches it (mode native); default: --sidecar.",
     ),
-    click.Option(["--token"], envvar="ESRERANK_TOKEN", default=None, help="Sidecar bearer token."),
-    click.Option(
-        ["--timeout"],
-        type=click.FloatRange(min=0.001),
-        default=10.0,
-        show_default=True,
-        help="Seconds to wait for the sidecar (bridge mode falls back to the first stage after it).",
-    ),
+    *sidecar_click_options(),
     click.Option(
         ["--results-index"],
         envvar="ESRERANK_RESULTS_INDEX",
@@ -84,7 +70,8 @@ EXTRA = [
 def _setup(options: dict[str, Any], conn: Any, first_stage: str | None) -> Any:
     """The hook ``evaluate`` calls: (engine factory, ranker context options, after-run step)."""
     mode, window = options["mode"], options["window"]
-    sidecar_url, token, timeout = options["sidecar_url"], options["token"], options["timeout"]
+    sidecar = sidecar_target(options["sidecar_url"], options["token"], options["timeout"])
+    sidecar_url, token, timeout = sidecar.url, sidecar.token, sidecar.timeout
     stage_name = first_stage or "bm25"
     if stage_name == "given":
         raise UserError(
@@ -107,7 +94,7 @@ def _setup(options: dict[str, Any], conn: Any, first_stage: str | None) -> Any:
         if model_dir is None:
             raise UserError("es evaluate needs --model DIR: the export-onnx directory the sidecar serves")
         model = ModelDirectory.load(model_dir)
-        embedder = SidecarEmbedder(sidecar_url, token=token, timeout=max(timeout, 60.0))
+        embedder = SidecarEmbedder.reaching(sidecar, timeout=max(timeout, 60.0))
         meta = meta_for_model(model, check_sidecar(embedder, model), TextOptions())
         refuse_without_vectors(mode, meta)  # before any index or endpoint is made
         meta.beta(stage_name)
@@ -165,9 +152,7 @@ def _setup(options: dict[str, Any], conn: Any, first_stage: str | None) -> Any:
                 context.first_stage(stage_name),
                 meta,
                 window=window,
-                sidecar_url=sidecar_url,
-                token=token,
-                timeout=timeout,
+                sidecar=sidecar,
                 cluster=cluster,
                 knn=options["knn"],
             )

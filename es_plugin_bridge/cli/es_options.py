@@ -9,6 +9,8 @@ from typing import Any
 
 import click
 
+from es_plugin_bridge.bridge.sidecar_target import DEFAULT_TIMEOUT, DEFAULT_URL
+
 F = Callable[..., Any]
 
 
@@ -86,34 +88,44 @@ def connection_options(fn: F) -> F:
     return fn
 
 
+#: The sidecar's options, declared once for every command that calls it (``es setup``, ``es index``,
+#: ``es search``, ``es evaluate``): one default per setting.
+SIDECAR_OPTIONS: list[tuple[tuple[str, ...], dict[str, Any]]] = [
+    (("--sidecar", "sidecar_url"),
+     {"envvar": "ESRERANK_SIDECAR_URL", "default": DEFAULT_URL, "show_default": True,
+      "help": "The sidecar as this machine reaches it [env ESRERANK_SIDECAR_URL]."}),
+    (("--token",), {"envvar": "ESRERANK_TOKEN", "default": None,
+                    "help": "Sidecar bearer token [env ESRERANK_TOKEN]."}),
+    (("--timeout",), {"default": DEFAULT_TIMEOUT, "show_default": True, "type": click.FloatRange(min=0.001),
+                      "help": "Seconds to wait for the sidecar per call (bridge mode falls back to the "
+                              "first stage after it)."}),
+]
+
+
 def sidecar_options(fn: F) -> F:
-    """``--sidecar URL``, ``--token``, ``--timeout``."""
-    options = [
-        click.option(
-            "--sidecar",
-            "sidecar_url",
-            envvar="ESRERANK_SIDECAR_URL",
-            default="http://127.0.0.1:8080",
-            show_default=True,
-            help="The sidecar as this machine reaches it [env ESRERANK_SIDECAR_URL].",
-        ),
-        click.option(
-            "--token",
-            envvar="ESRERANK_TOKEN",
-            default=None,
-            help="Sidecar bearer token [env ESRERANK_TOKEN].",
-        ),
-        click.option(
-            "--timeout",
-            default=2.0,
-            show_default=True,
-            type=click.FloatRange(min=0.001),
-            help="Seconds to wait for the sidecar on a search (bridge mode falls back after it).",
-        ),
-    ]
-    for option in reversed(options):
-        fn = option(fn)
+    """``--sidecar URL``, ``--token``, ``--timeout`` (:data:`SIDECAR_OPTIONS`) as decorators."""
+    for decls, attrs in reversed(SIDECAR_OPTIONS):
+        fn = click.option(*decls, **attrs)(fn)
     return fn
+
+
+def sidecar_option(name: str, **overrides: Any) -> Callable[[F], F]:
+    """One of :data:`SIDECAR_OPTIONS` by its flag, as a decorator (``overrides``: e.g. ``--sidecar``
+    optional, for a command that also runs without a sidecar)."""
+    decls, attrs = next((d, a) for d, a in SIDECAR_OPTIONS if d[0] == name)
+    return click.option(*decls, **{**attrs, **overrides})
+
+
+def sidecar_click_options() -> list[click.Option]:
+    """The same options as ``click.Option`` objects, for a command built from a parameter list."""
+    return [click.Option(list(decls), **attrs) for decls, attrs in SIDECAR_OPTIONS]
+
+
+def sidecar_target(sidecar_url: str, token: str | None, timeout: float) -> Any:
+    """The :class:`SidecarTarget` the three options describe (checked once, here)."""
+    from es_plugin_bridge.bridge.sidecar_target import SidecarTarget
+
+    return SidecarTarget(sidecar_url, token, timeout)
 
 
 def connection(

@@ -10,7 +10,13 @@ from typing import Any
 
 import click
 
-from es_plugin_bridge.cli.es_options import connection_options, engine_option, pop_connection
+from es_plugin_bridge.cli.es_options import (
+    connection_options,
+    engine_option,
+    pop_connection,
+    sidecar_option,
+    sidecar_target,
+)
 from es_plugin_bridge.errors import UserError
 
 
@@ -21,16 +27,15 @@ from es_plugin_bridge.errors import UserError
 @engine_option("First stage: the embedded engine over --corpus, or the index of `es setup`/`es index`.")
 @click.option("--index", "index_name", envvar="ESRERANK_ES_INDEX", default="esrerank-questions",
               show_default=True, help="--engine elasticsearch: the questions index.")
-@click.option("--sidecar", "sidecar_url", metavar="URL", default=None,
-              help="Base URL of `esrerank serve` (e.g. http://127.0.0.1:8080); omitted: first stage only.")
-@click.option("--token", envvar="ESRERANK_TOKEN", default=None, help="Bearer token of the sidecar.")
+@sidecar_option("--sidecar", metavar="URL", envvar=None, default=None, show_default=False,
+                help="Base URL of `esrerank serve` (e.g. http://127.0.0.1:8080); omitted: first stage only.")
+@sidecar_option("--token")
 @click.option("--similarity", default="bm25", show_default=True,
               type=click.Choice(["bm25", "lmdirichlet"]), help="First stage (its β is used for fusion).")
 @click.option("--window", default=100, show_default=True, type=click.IntRange(min=1),
               help="First-stage hits sent to the sidecar.")
 @click.option("--top", default=10, show_default=True, type=click.IntRange(min=1))
-@click.option("--timeout", default=2.0, show_default=True, type=click.FloatRange(min=0.001),
-              help="Seconds to wait for the sidecar before keeping the first-stage order.")
+@sidecar_option("--timeout")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @connection_options
 def search_command(query: tuple[str, ...], corpus_specs: tuple[str, ...], engine: str, index_name: str,
@@ -46,7 +51,8 @@ def search_command(query: tuple[str, ...], corpus_specs: tuple[str, ...], engine
     from es_plugin_bridge.engines.registry import EngineContext, build_engine, engine_info, engine_names
     from es_plugin_bridge.text import Preprocessor
 
-    sidecar = SidecarClient(sidecar_url, token=token, timeout=timeout) if sidecar_url else None
+    target = sidecar_target(sidecar_url, token, timeout) if sidecar_url else None
+    sidecar = SidecarClient(target.url, token=target.token, timeout=target.timeout) if target else None
     remote = {name: engine_info(name).remote for name in engine_names()}
     if remote[engine]:  # a server's index, named by --index, searched with its own preprocessing
         if corpus_specs:

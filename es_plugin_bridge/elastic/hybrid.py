@@ -58,6 +58,7 @@ from typing import Any
 import numpy as np
 from elasticsearch.dsl import query as Q
 
+from es_plugin_bridge.bridge.sidecar_target import SidecarTarget
 from es_plugin_bridge.core.fusion import minmax
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.elastic import opensearch_dsl, queries
@@ -508,9 +509,7 @@ def make_hybrid_mode(
     meta: Any,
     *,
     window: int,
-    sidecar_url: str,
-    token: str | None,
-    timeout: float,
+    sidecar: SidecarTarget,
     cluster: Any,
     knn: str = "exact",
 ) -> Mode:
@@ -529,7 +528,7 @@ def make_hybrid_mode(
         )
     if knn == "hnsw":
         num_candidates(window)  # refuses a window above Elasticsearch's cap, before any call
-    embedder = SidecarEmbedder(sidecar_url, token=token, timeout=timeout)
+    embedder = SidecarEmbedder.reaching(sidecar)
     if mode == "hybrid":
         beta = meta.beta(stage.similarity)
         return HybridMode(stage, beta, window, embedder, meta.neural_similarity, knn)
@@ -551,5 +550,5 @@ def build_hybrid_rrf(stage: ElasticsearchFirstStage, meta: Any, **options: Any) 
 
 
 def _hybrid_options(options: Mapping[str, Any]) -> dict[str, Any]:
-    keys = ("window", "sidecar_url", "token", "timeout", "cluster", "knn")
+    keys = ("window", "sidecar", "cluster", "knn")
     return {key: options[key] for key in keys}

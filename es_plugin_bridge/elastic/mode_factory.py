@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from es_plugin_bridge.bridge.sidecar_client import SidecarClient
+from es_plugin_bridge.bridge.sidecar_target import SidecarTarget
 from es_plugin_bridge.elastic.engine import ElasticsearchFirstStage
 from es_plugin_bridge.elastic.mode_registry import mode_spec, vector_modes
 from es_plugin_bridge.elastic.modes import BridgeMode, Mode, NativeMode, VectorsMode
@@ -32,9 +33,7 @@ def make_mode(
     meta: Any,
     *,
     window: int,
-    sidecar_url: str,
-    token: str | None,
-    timeout: float,
+    sidecar: SidecarTarget,
     cluster: Any,
     allow_rerank_failures: bool = False,
     knn: str = "exact",
@@ -44,8 +43,8 @@ def make_mode(
     spec = mode_spec(mode)
     refuse_without_vectors(mode, meta)
     cluster.require(mode)
-    return spec.load()(stage, meta, window=window, sidecar_url=sidecar_url, token=token, timeout=timeout,
-                       cluster=cluster, allow_rerank_failures=allow_rerank_failures, knn=knn)
+    return spec.load()(stage, meta, window=window, sidecar=sidecar, cluster=cluster,
+                       allow_rerank_failures=allow_rerank_failures, knn=knn)
 
 
 def build_native(stage: ElasticsearchFirstStage, meta: Any, *, window: int, cluster: Any,
@@ -61,19 +60,19 @@ def build_native(stage: ElasticsearchFirstStage, meta: Any, *, window: int, clus
     return NativeMode(stage, meta.beta(stage.similarity), window, endpoint, allow_rerank_failures)
 
 
-def build_vectors(stage: ElasticsearchFirstStage, meta: Any, *, window: int, sidecar_url: str,
-                  token: str | None, timeout: float, cluster: Any, **_: Any) -> Mode:
+def build_vectors(stage: ElasticsearchFirstStage, meta: Any, *, window: int, sidecar: SidecarTarget,
+                  cluster: Any, **_: Any) -> Mode:
     if meta.dimension is None:
         raise UserError(f"index {stage.index} holds no vectors (it was set up without a model)")
-    embedder = SidecarEmbedder(sidecar_url, token=token, timeout=timeout)
+    embedder = SidecarEmbedder.reaching(sidecar)
     # OpenSearch has no linear or rescorer retriever: the two calls (query, then query + rescore)
     one_call = not cluster.is_opensearch and cluster.paid and cluster.version >= (8, 18, 0)
     return VectorsMode(stage, meta.beta(stage.similarity), window, embedder, meta.neural_similarity, one_call)
 
 
-def build_bridge(stage: ElasticsearchFirstStage, meta: Any, *, window: int, sidecar_url: str,
-                 token: str | None, timeout: float, **_: Any) -> Mode:
-    client = SidecarClient(sidecar_url, token=token, timeout=timeout)
+def build_bridge(stage: ElasticsearchFirstStage, meta: Any, *, window: int, sidecar: SidecarTarget,
+                 **_: Any) -> Mode:
+    client = SidecarClient(sidecar.url, token=sidecar.token, timeout=sidecar.timeout)
     return BridgeMode(stage, meta.beta(stage.similarity), window, client)
 
 

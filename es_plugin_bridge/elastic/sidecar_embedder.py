@@ -30,6 +30,12 @@ class SidecarEmbedder:
         self.token = token
         self.timeout = timeout
 
+    @classmethod
+    def reaching(cls, target: Any, timeout: float | None = None) -> SidecarEmbedder:
+        """The embedder for a :class:`~es_plugin_bridge.bridge.sidecar_target.SidecarTarget` (``timeout``
+        overrides the target's: bulk embedding waits longer than a search)."""
+        return cls(target.url, token=target.token, timeout=target.timeout if timeout is None else timeout)
+
     def _request(self, method: str, path: str, body: Any = None) -> Any:
         headers = {"Content-Type": "application/json"}
         if self.token:

@@ -23,6 +23,7 @@ from waitress.server import create_server
 
 from es_plugin_bridge.bridge import BridgeSearch, SidecarClient
 from es_plugin_bridge.bridge.sidecar_client import SidecarUnavailable
+from es_plugin_bridge.bridge.sidecar_target import DEFAULT_TIMEOUT
 from es_plugin_bridge.data.spec import read_spec
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.errors import UserError
@@ -260,7 +261,7 @@ def test_a_bad_url_or_timeout_is_refused_at_once(url, timeout, message):
 def test_the_smallest_timeout_and_the_url_parts_are_kept():
     client = SidecarClient("https://reranker.internal:8443/base/", token="t", timeout=1e-3)
     assert (client.url, client.timeout, client.token) == ("https://reranker.internal:8443/base", 1e-3, "t")
-    assert SidecarClient("http://localhost").timeout == 2.0  # the documented default
+    assert SidecarClient("http://localhost").timeout == DEFAULT_TIMEOUT == 10.0  # the one documented default
     assert SidecarClient("http://localhost/PREFIX//").url == "http://localhost/PREFIX"  # only slashes go
 
 

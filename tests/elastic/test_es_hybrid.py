@@ -28,6 +28,7 @@ import numpy as np
 import pytest
 from painless_as_python import painless_as_python
 
+from es_plugin_bridge.bridge.sidecar_target import SidecarTarget
 from es_plugin_bridge.data.spec import read_spec
 from es_plugin_bridge.data.types import Question, RankingQuery
 from es_plugin_bridge.elastic import hybrid, mappings, queries
@@ -302,8 +303,9 @@ def meta(dimension: int | None = 3, similarity: str = "cosine") -> IndexMeta:
 
 def open_mode(mode: str, index_meta: IndexMeta, **options: Any) -> Any:
     stage = ElasticsearchFirstStage(None, "idx", "bm25", lambda q: q.title.split())
-    return make_mode(mode, stage, index_meta, window=options.pop("window", 100), sidecar_url="http://s:1",
-                     token=None, timeout=1.0, cluster=options.pop("cluster", cluster()), **options)
+    return make_mode(mode, stage, index_meta, window=options.pop("window", 100),
+                     sidecar=SidecarTarget("http://s:1", None, 1.0),
+                     cluster=options.pop("cluster", cluster()), **options)
 
 
 def test_make_mode_builds_and_refuses_with_one_line():

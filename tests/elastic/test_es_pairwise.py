@@ -34,6 +34,7 @@ from typing import Any
 import pytest
 from es_recorder import es_client
 
+from es_plugin_bridge.bridge.sidecar_target import SidecarTarget
 from es_plugin_bridge.data.spec import read_spec
 from es_plugin_bridge.elastic import mappings
 from es_plugin_bridge.elastic.connection import ClusterInfo
@@ -368,7 +369,7 @@ def test_make_mode_refuses_before_asking_the_cluster():
 
     for mode in vector_modes():
         with pytest.raises(UserError, match=rf"^mode {mode} needs the model's vectors; m \(any-pair-type\)"):
-            make_mode(mode, Stage(), meta, window=10, sidecar_url="http://x:1", token=None, timeout=1.0,  # type: ignore[arg-type]
+            make_mode(mode, Stage(), meta, window=10, sidecar=SidecarTarget("http://x:1", None, 1.0),  # type: ignore[arg-type]
                       cluster=ClusterInfo((9, 1, 0), "basic", True))
 
 

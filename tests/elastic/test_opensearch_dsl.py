@@ -16,6 +16,7 @@ import json
 
 import pytest
 
+from es_plugin_bridge.bridge.sidecar_target import SidecarTarget
 from es_plugin_bridge.elastic import hybrid, mappings, opensearch_dsl, queries
 
 TOKENS = ["how", "do", "i", "upgrade", "to", "12.04"]
@@ -128,7 +129,7 @@ def test_on_opensearch_vectors_takes_two_calls_and_hybrid_rrf_fuses_in_the_clien
     meta = IndexMeta(model="m", model_type="gru", dimension=3, neural_similarity="cosine",
                      fusion={"bm25": dict(BETA)}, text={})
     stage = ElasticsearchFirstStage(None, "idx", "bm25", lambda q: q.title.split())
-    options = {"window": 100, "sidecar_url": "http://s:1", "token": None, "timeout": 1.0, "cluster": cluster}
+    options = {"window": 100, "sidecar": SidecarTarget("http://s:1", None, 1.0), "cluster": cluster}
     assert make_mode("vectors", stage, meta, **options).one_call is False
     assert make_mode("hybrid-rrf", stage, meta, knn="hnsw", **options).in_elasticsearch is False
     assert not hybrid.rrf_in_elasticsearch(cluster)

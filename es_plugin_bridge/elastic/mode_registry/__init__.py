@@ -26,7 +26,7 @@ class ModeSpec:
     """One mode. ``requires``: per engine it runs on, the cluster version and licence it needs there, in
     ``ClusterInfo.require``'s shape (``version``: {major: (major, first minor)}, ``version_text``,
     ``licence``, ``why``); an engine it does not name needs nothing;
-    ``builder``: ``"module:attr"`` of ``build(stage, meta, *, window, sidecar_url, token, timeout,
+    ``builder``: ``"module:attr"`` of ``build(stage, meta, *, window, sidecar,
     cluster, allow_rerank_failures, knn) -> Mode``; ``ranker``: the in-process ranker whose order the
     mode gives (``es evaluate`` reports the mode under that name); ``order``: its place in ``--help``."""
 
