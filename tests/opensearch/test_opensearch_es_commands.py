@@ -121,6 +121,10 @@ def test_es_evaluate_bridge_gives_the_in_process_figures_and_writes_the_results_
     assert "per-query results in index esrerank-runs" in out
     runs = opensearch.ok("POST", "/esrerank-runs/_search", {"size": 0, "query": {"term": {"mode": "bridge"}}})
     assert runs["hits"]["total"]["value"] >= 3 * 50
+    # The run's data set is named by its --data file (it was "data" whatever the file, before).
+    named = opensearch.ok("POST", "/esrerank-runs/_search",
+                          {"size": 0, "query": {"term": {"dataset": SEMEVAL_DEV.name}}})
+    assert named["hits"]["total"]["value"] >= 3 * 50
 
 
 def test_es_evaluate_rerank_gives_the_in_process_model_figures(indexed, opensearch, sidecar, cli, tmp_path):

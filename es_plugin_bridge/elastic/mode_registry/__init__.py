@@ -28,7 +28,10 @@ class ModeSpec:
     ``licence``, ``why``); an engine it does not name needs nothing;
     ``builder``: ``"module:attr"`` of ``build(stage, meta, *, window, sidecar,
     cluster, allow_rerank_failures, knn) -> Mode``; ``ranker``: the in-process ranker whose order the
-    mode gives (``es evaluate`` reports the mode under that name); ``order``: its place in ``--help``."""
+    mode gives (``es evaluate`` reports the mode under that name); ``order``: its place in ``--help``;
+    ``prepare``: ``"module:attr"`` of ``prepare(client, index, meta, sidecar_url, token, cluster, stack) ->
+    meta``, what a throw-away run (``es evaluate``) must register before the mode can search its index
+    (an inference endpoint, a search pipeline), with its removal put on ``stack``; None: nothing."""
 
     name: str
     builder: str
@@ -38,14 +41,22 @@ class ModeSpec:
     requires: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     ranker: str = "fused"
     order: int = 0
+    prepare: str | None = None
 
     def requirements(self, engine: str) -> Mapping[str, Any]:
         """What this mode needs of a cluster of ``engine`` (nothing when the entry names none)."""
         return self.requires.get(engine, {})
 
     def load(self) -> Callable[..., Any]:
-        module, _, attr = self.builder.partition(":")
-        return getattr(importlib.import_module(module), attr)
+        return _attr(self.builder)
+
+    def load_prepare(self) -> Callable[..., Any] | None:
+        return _attr(self.prepare) if self.prepare else None
+
+
+def _attr(path: str) -> Callable[..., Any]:
+    module, _, attr = path.partition(":")
+    return getattr(importlib.import_module(module), attr)  # type: ignore[no-any-return]
 
 
 _MODES: Registry[ModeSpec] = Registry("mode", __name__)

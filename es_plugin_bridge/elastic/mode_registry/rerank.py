@@ -10,4 +10,5 @@ register_mode(ModeSpec(
     "OpenSearch calls the sidecar (search pipeline with a rerank processor)",
     engines=("opensearch",),
     # plugins.ml_commons.connector.private_ip_enabled (a sidecar on a private address): 2.15
-    requires={"opensearch": {"version": {2: (2, 15)}, "version_text": "2.15+"}}, ranker="model", order=5))
+    requires={"opensearch": {"version": {2: (2, 15)}, "version_text": "2.15+"}}, ranker="model", order=5,
+    prepare="es_plugin_bridge.elastic.evaluation_run:prepare_rerank"))

@@ -1,0 +1,147 @@
+"""``es evaluate``'s run through a cluster: a throw-away questions index for the run's collection, what
+the mode needs registered for it (its registry entry's ``prepare``), the mode as the ``fused`` (or
+``hybrid``, ``model``) ranker, and the per-query results written to the results index afterwards.
+
+``EsEvaluationRun`` is the ``setup`` hook ``cli.evaluate.run_task`` calls: everything ``es evaluate``
+decides lives here, below the CLI.
+"""
+
+from __future__ import annotations
+
+import uuid
+from contextlib import ExitStack
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from es_plugin_bridge.bridge.sidecar_target import SidecarTarget
+from es_plugin_bridge.elastic.connection import call
+from es_plugin_bridge.errors import UserError
+
+
+def prepare_native(client: Any, index: str, meta: Any, sidecar_url: str, token: str | None, cluster: Any,
+                   stack: ExitStack) -> Any:
+    """Mode ``native``: the run's inference endpoints (one per first stage), deleted after the run."""
+    from es_plugin_bridge.elastic.setup import register_endpoints
+
+    endpoints, why = register_endpoints(client, index, meta, sidecar_url, token, cluster)
+    if why:
+        raise UserError(why)
+    for endpoint in endpoints.values():
+        stack.callback(call, f"deleting {endpoint}", client.options(ignore_status=404).inference.delete,
+                       inference_id=endpoint, force=True)
+    return replace(meta, inference=endpoints)
+
+
+def prepare_rerank(client: Any, index: str, meta: Any, sidecar_url: str, token: str | None, cluster: Any,
+                   stack: ExitStack) -> Any:
+    """Mode ``rerank`` (OpenSearch): the run's connector, model and search pipeline, removed after it."""
+    from es_plugin_bridge.elastic.opensearch_rerank import register_rerank, unregister_rerank
+
+    registered = register_rerank(client, index, sidecar_url, token)
+    stack.callback(unregister_rerank, client, registered)
+    return replace(meta, search_pipeline=registered["search_pipeline"])
+
+
+@dataclass(frozen=True)
+class EsEvaluationRun:
+    """One ``es evaluate`` run's choices. ``sidecar_from_es``: the sidecar as the cluster reaches it
+    (default: ``sidecar``'s URL); ``results_index`` None: no per-query results written."""
+
+    connection: Any
+    mode: str
+    window: int
+    sidecar: SidecarTarget
+    first_stage: str = "bm25"
+    sidecar_from_es: str | None = None
+    knn: str = "exact"
+    keep_index: bool = False
+    results_index: str | None = "esrerank-runs"
+    dataset: str = "data"
+
+    def __post_init__(self) -> None:
+        if self.first_stage == "given":
+            raise UserError(
+                "--first-stage given is the data's own order; Elasticsearch modes fuse bm25 or lmdirichlet")
+
+    def __call__(self, stack: ExitStack, params: Any, model_dir: Path | None, progress: bool) -> Any:
+        """``(engine factory, ranker options, after-run step)`` for ``run_task``."""
+        from es_plugin_bridge.elastic.connection import cluster_info
+        from es_plugin_bridge.elastic.mode_factory import refuse_without_vectors
+        from es_plugin_bridge.elastic.mode_registry import mode_spec
+        from es_plugin_bridge.elastic.setup import check_sidecar, meta_for_model
+        from es_plugin_bridge.elastic.sidecar_embedder import SidecarEmbedder
+        from es_plugin_bridge.serving.model_dir import ModelDirectory
+        from es_plugin_bridge.text import TextOptions
+
+        if model_dir is None:
+            raise UserError("es evaluate needs --model DIR: the export-onnx directory the sidecar serves")
+        model = ModelDirectory.load(model_dir)
+        embedder = SidecarEmbedder.reaching(self.sidecar, timeout=max(self.sidecar.timeout, 60.0))
+        meta = meta_for_model(model, check_sidecar(embedder, model), TextOptions())
+        refuse_without_vectors(self.mode, meta)  # before any index or endpoint is made
+        meta.beta(self.first_stage)
+        client = self.connection.client()
+        cluster = cluster_info(client)
+        cluster.require(self.mode)
+        index = f"esrerank-eval-{uuid.uuid4().hex[:10]}"
+        spec = mode_spec(self.mode)
+        prepare = spec.load_prepare()
+        if prepare is not None:
+            meta = prepare(client, index, meta, self.sidecar_from_es or self.sidecar.url, self.sidecar.token,
+                           cluster, stack)
+        if not spec.needs_vectors:
+            meta = replace(meta, dimension=None)
+        made: list[Any] = []
+        engine_factory = self._engine_factory(index, meta, embedder, params, progress, stack)
+        fused = self._ranker_factory(meta, cluster, made)
+        # The in-process ranker whose order the mode gives (fused; hybrid; model for OpenSearch's rerank).
+        overrides = {"overrides": {spec.ranker: fused}, "fused_first_stage": self.first_stage}
+        return engine_factory, overrides, lambda result: self._after(result, client, cluster, index, made)
+
+    def _engine_factory(self, index: str, meta: Any, embedder: Any, params: Any, progress: bool,
+                        stack: ExitStack) -> Any:
+        from es_plugin_bridge.elastic.engine import open_engine
+        from es_plugin_bridge.engines.registry import EngineContext
+
+        options = {"connection": self.connection, "index": index, "keep": self.keep_index,
+                   "embed": embedder.embed if meta.dimension is not None else None,
+                   "dimension": meta.dimension, "neural_similarity": meta.neural_similarity,
+                   "meta": meta.as_dict()}
+        return lambda tokens: open_engine(EngineContext(tokens=tokens, params=params, progress=progress,
+                                                        cleanup=stack, options=options))
+
+    def _ranker_factory(self, meta: Any, cluster: Any, made: list[Any]) -> Any:
+        from es_plugin_bridge.elastic.mode_factory import make_mode
+        from es_plugin_bridge.elastic.ranker import ModeRanker
+
+        def fused(context: Any) -> Any:
+            searcher = make_mode(self.mode, context.first_stage(self.first_stage), meta, window=self.window,
+                                 sidecar=self.sidecar, cluster=cluster, knn=self.knn)
+            made.append(ModeRanker(context, searcher))
+            return made[-1]
+
+        return fused
+
+    def _after(self, result: Any, client: Any, cluster: Any, index: str, made: list[Any]) -> None:
+        """Notes on the run (fallbacks, the cluster) and its per-query results in the results index."""
+        from es_plugin_bridge.elastic.mode_registry import mode_spec
+        from es_plugin_bridge.elastic.results_index import index_results, results_documents, results_run_id
+
+        for ranker in made:
+            if ranker.fallbacks:
+                result.notes.append(f"mode bridge kept the first-stage order for {len(ranker.fallbacks)} "
+                                    f"queries (first: {ranker.fallbacks[0]})")
+        result.notes.append(f"{cluster.name} ({cluster.licence}), index {index}, "
+                            f"{mode_spec(self.mode).ranker} = mode {self.mode} over {self.first_stage}")
+        if self.results_index is None:
+            return
+        labels = {"dataset": self.dataset, "engine": cluster.engine, "mode": self.mode}
+        run_id = results_run_id(result, **labels)
+        docs = results_documents(result, run_id=run_id, **labels)
+        indexed, errors = call(f"writing results to {self.results_index}", index_results, client,
+                               self.results_index, docs)
+        if errors:
+            raise UserError(f"{len(errors)} of {len(docs)} per-query results were refused by "
+                            f"{self.results_index}: {errors[0]}")
+        result.notes.append(f"run {run_id}: {indexed} per-query results in index {self.results_index}")
