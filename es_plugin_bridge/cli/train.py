@@ -87,7 +87,7 @@ def _hyper(items: tuple[str, ...]) -> dict[str, object]:
 @click.option("--fusion-fit", type=click.Choice(FUSION_FITS),
               help="held-out: fit the fusion β and calibration on dev queries (whole duplicate clusters) "
                    "that did not pick the epoch; epoch-data: on the same queries. Default: the model "
-                   "type's measured choice (held-out for transformer and bow-cnn; docs/training.md)")
+                   "type's measured choice (held-out for the transformer; docs/training.md)")
 @click.option("--fusion-share", type=click.FloatRange(0.1, 0.9), default=0.5, show_default=True,
               help="with --fusion-fit held-out: the share of dev queries kept for the β fit")
 @click.option(
