@@ -58,8 +58,10 @@ def build_checkpoints(root: Path) -> dict[str, Path]:
         train, dev = read_spec(f"pairs:{root / 'train.tsv'}"), read_spec(f"pairs:{root / 'dev.tsv'}")
         out = {}
         for model_type, hyper in TINY_TYPES.items():
+            # held-out: the tiny models' β then weigh the first stage (tests of the fusion need β_fs > 0)
             cfg = TrainConfig(model_type=model_type, epochs=1, examples_per_epoch=150, embedding_dim=16,
-                              hyper=hyper, show_progress=False, max_dev_queries=30, negatives=3)
+                              hyper=hyper, show_progress=False, max_dev_queries=30, negatives=3,
+                              fusion_fit="held-out")
             Trainer(cfg, [train], [dev], root / model_type).run()
             out[model_type] = root / model_type
         return out

@@ -104,12 +104,7 @@ def setup_command(
 ) -> None:
     """Create the index for MODEL_DIR (an export-onnx directory) and register the sidecar as a reranker
     (and, where the licence allows, as the embedder of an ingest pipeline)."""
-    from es_plugin_bridge.elastic.connection import cluster_info
-    from es_plugin_bridge.elastic.provision import FromIndex, provision, provision_opensearch
-    from es_plugin_bridge.elastic.setup import check_sidecar, meta_for_model
-    from es_plugin_bridge.elastic.sidecar_embedder import SidecarEmbedder
-    from es_plugin_bridge.serving.model_dir import ModelDirectory
-    from es_plugin_bridge.text import TextOptions
+    from es_plugin_bridge.elastic.provision import FromIndex, setup_index
 
     if from_index is None and (in_place or id_field or (title_field, body_field) != ("title", "body")):
         raise UserError("--in-place, --title-field, --body-field and --id-field go with --from-index")
@@ -117,28 +112,12 @@ def setup_command(
         raise UserError("--recreate deletes an index; it does not go with --in-place (your index)")
     if embed_at_ingest and no_vectors:
         raise UserError("--embed-at-ingest: an index made with --no-vectors holds nothing to embed")
-    connection = pop_connection(conn)
-    model = ModelDirectory.load(model_dir)  # verifies the manifest before anything is created
-    sidecar = sidecar_target(sidecar_url, token, timeout)
-    ready = check_sidecar(SidecarEmbedder.reaching(sidecar, timeout=max(timeout, 10.0)), model)
-    meta = meta_for_model(model, ready, TextOptions())
-    client = connection.client()
-    cluster = cluster_info(client)
     source = None if from_index is None else FromIndex(from_index, title_field, body_field, id_field,
                                                        in_place)
-    if cluster.is_opensearch:
-        if source is not None:
-            raise UserError("--from-index is for Elasticsearch; on OpenSearch, index your questions with "
-                            "`esrerank es index`")
-        done = provision_opensearch(client, cluster, index_name, meta, sidecar=sidecar_from_es or sidecar.url,
-                                    token=sidecar.token, recreate=recreate, no_vectors=no_vectors,
-                                    embed_at_ingest=embed_at_ingest)
-    else:
-        done = provision(client, cluster, index_name, meta,
-                         sidecar_from_es=sidecar_from_es or sidecar.url, token=sidecar.token,
-                         recreate=recreate,
-                         no_vectors=no_vectors, source=source, progress=not no_progress,
-                         embed_at_ingest=embed_at_ingest)
+    done = setup_index(pop_connection(conn), model_dir, index_name,
+                       sidecar_target(sidecar_url, token, timeout), sidecar_from_es=sidecar_from_es,
+                       recreate=recreate, no_vectors=no_vectors, embed_at_ingest=embed_at_ingest,
+                       source=source, progress=not no_progress)
     for line in done.lines:
         click.echo(line)
     if from_index is None:
@@ -200,12 +179,7 @@ def index_command(
     An index without vectors (a cross-encoder's, or --no-vectors) gets the text only.
     ``--dry-run --out FILE`` writes the bulk body instead."""
     from es_plugin_bridge.data.spec import read_spec
-    from es_plugin_bridge.elastic.bulk import index_questions
-    from es_plugin_bridge.elastic.connection import call
-    from es_plugin_bridge.elastic.engine import open_engine
-    from es_plugin_bridge.elastic.setup import read_meta
-    from es_plugin_bridge.elastic.sidecar_embedder import SidecarEmbedder
-    from es_plugin_bridge.engines.registry import EngineContext
+    from es_plugin_bridge.elastic.indexing import index_run
     from es_plugin_bridge.text import Preprocessor
 
     if dry_run != (out_file is not None):
@@ -226,78 +200,15 @@ def index_command(
         click.echo(f"wrote {count} questions for index {index_name} to {out_file} (_bulk NDJSON of the text; "
                    "where the index holds vectors, its ingest pipeline adds them when it is sent)")
         return
-    client = pop_connection(conn).client()
-    meta = read_meta(client, index_name)
-    embed = None
-    stop_on, explain = None, None  # the ingest embedding's: when to stop, how to say why
-    if meta.no_vectors_reason is not None:  # a pairwise model or --no-vectors: no /v1/embed call at all
-        click.echo(f"index {index_name} holds no vectors ({meta.no_vectors_reason}): indexing the text only",
-                   err=True)
-    elif meta.embedding.get("pipeline"):
-        from es_plugin_bridge.elastic.opensearch_ingest import ingest_stop_rule
-
-        click.echo(f"the cluster embeds through pipeline {meta.embedding['pipeline']}", err=True)
-        stop_on, explain = ingest_stop_rule(client)
-    else:
-        target = sidecar_target(sidecar_url, token, timeout)
-        embedder = SidecarEmbedder.reaching(target, timeout=max(timeout, 60.0))
-        embedder.ready()
-        embed = embedder.embed
-    engine = open_engine(EngineContext(tokens=Preprocessor(meta.text_options()).tokens, options={
-        "client": client, "index": index_name, "embed": embed, "neural_similarity": meta.neural_similarity}))
-    report = index_questions(
-        client,
-        index_name,
-        list(questions.values()),
-        engine.actions,
-        batch_size=batch_size,
-        resume=resume,
-        max_retries=max_retries,
-        progress=not no_progress,
-        stop_on=stop_on,
-    )
-    call(f"refreshing {index_name}", client.indices.refresh, index=index_name)
-    for line in report.lines():
+    run = index_run(pop_connection(conn).client(), index_name, list(questions.values()),
+                    sidecar_target(sidecar_url, token, timeout), batch_size=batch_size, resume=resume,
+                    max_retries=max_retries, progress=not no_progress,
+                    note=lambda line: click.echo(line, err=True))
+    for line in run.report.lines():
         click.echo(line)
-    if not report.ok:
-        why = explain(meta.embedding, [f.reason for f in report.failures], report.failed) if explain else None
-        generic = f"{report.failed} questions were not indexed; fix the cause and re-run with --resume"
-        click.echo(f"error: {why or generic}", err=True)
+    if run.error:
+        click.echo(f"error: {run.error}", err=True)
         sys.exit(1)
-
-
-def _open_mode(
-    client: Any,
-    index_name: str,
-    mode: str,
-    first_stage: str,
-    *,
-    window: int,
-    sidecar: Any,
-    allow_rerank_failures: bool = False,
-    knn: str = "exact",
-) -> Any:
-    from es_plugin_bridge.elastic.connection import cluster_info
-    from es_plugin_bridge.elastic.engine import open_engine
-    from es_plugin_bridge.elastic.mode_factory import make_mode
-    from es_plugin_bridge.elastic.setup import read_meta
-    from es_plugin_bridge.engines.registry import EngineContext
-    from es_plugin_bridge.text import Preprocessor
-
-    meta = read_meta(client, index_name)
-    engine = open_engine(EngineContext(tokens=Preprocessor(meta.text_options()).tokens, options={
-        "client": client, "index": index_name, "fields": (meta.title_field, meta.body_field)}))
-    stage = engine.first_stage(first_stage)
-    return make_mode(
-        mode,
-        stage,
-        meta,
-        window=window,
-        sidecar=sidecar,
-        cluster=cluster_info(client),
-        allow_rerank_failures=allow_rerank_failures,
-        knn=knn,
-    )
 
 
 allow_failures_option = click.option(
@@ -353,48 +264,43 @@ def search_command(
     **conn: Any,
 ) -> None:
     """Search QUERY in the index, reranked in the given mode."""
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
-
     from es_plugin_bridge.data.questions import question_from_text
+    from es_plugin_bridge.elastic.mode_factory import open_mode
 
     text = " ".join(query)
     if not text.strip():
         raise UserError("the query is empty")
     client = pop_connection(conn).client()
-    searcher = _open_mode(
-        client,
-        index_name,
-        mode,
-        first_stage,
-        window=window,
-        sidecar=sidecar_target(sidecar_url, token, timeout),
-        allow_rerank_failures=allow_rerank_failures,
-        knn=knn,
-    )
+    searcher = open_mode(client, index_name, mode, first_stage, window=window,
+                         sidecar=sidecar_target(sidecar_url, token, timeout),
+                         allow_rerank_failures=allow_rerank_failures, knn=knn)
     result = searcher.search(question_from_text(text), top)
     # The modes' searches bring their hits' titles; only those they do not (hybrid) are read, in one mget.
     found = searcher.stage.questions([doc for doc, _ in result.hits])
     hits = [{"id": doc, "title": q.title, "score": score}
             for (doc, score), q in zip(result.hits, found, strict=True)]
     if as_json:
-        out: dict[str, Any] = {
-            "mode": mode,
-            "first_stage": first_stage,
-            "reranked": result.reranked,
-            "fallback_reason": result.fallback_reason,
-            "note": result.note,
-            "timings_ms": result.timings_ms,
-            "hits": hits,
-        }
-        if explain:
-            out["request"] = result.request
-        json.dump(out, sys.stdout, indent=2)
-        sys.stdout.write("\n")
-        return
-    how = f"mode {mode}, {first_stage}" + ("" if result.reranked else ", first-stage order")
-    table = Table(title=escape(f"{index_name}: {how}"))
+        _print_json(result, hits, mode, first_stage, explain)
+    else:
+        _print_table(result, hits, f"{index_name}: mode {mode}, {first_stage}", explain)
+
+
+def _print_json(result: Any, hits: list[dict[str, Any]], mode: str, first_stage: str, explain: bool) -> None:
+    out: dict[str, Any] = {"mode": mode, "first_stage": first_stage, "reranked": result.reranked,
+                           "fallback_reason": result.fallback_reason, "note": result.note,
+                           "timings_ms": result.timings_ms, "hits": hits}
+    if explain:
+        out["request"] = result.request
+    json.dump(out, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+
+
+def _print_table(result: Any, hits: list[dict[str, Any]], how: str, explain: bool) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title=escape(how + ("" if result.reranked else ", first-stage order")))
     for name, justify in (("#", "right"), ("score", "right"), ("id", "left"), ("title", "left")):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for rank, hit in enumerate(hits, start=1):

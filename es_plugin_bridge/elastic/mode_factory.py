@@ -76,4 +76,20 @@ def build_bridge(stage: ElasticsearchFirstStage, meta: Any, *, window: int, side
     return BridgeMode(stage, meta.beta(stage.similarity), window, client)
 
 
-__all__ = ["make_mode", "refuse_without_vectors"]
+def open_mode(client: Any, index: str, mode: str, first_stage: str, *, window: int, sidecar: SidecarTarget,
+              allow_rerank_failures: bool = False, knn: str = "exact") -> Mode:
+    """Mode ``mode`` over an existing index (``es search``): its meta, its first stage, the cluster."""
+    from es_plugin_bridge.elastic.connection import cluster_info
+    from es_plugin_bridge.elastic.engine import open_engine
+    from es_plugin_bridge.elastic.setup import read_meta
+    from es_plugin_bridge.engines.registry import EngineContext
+    from es_plugin_bridge.text import Preprocessor
+
+    meta = read_meta(client, index)
+    engine = open_engine(EngineContext(tokens=Preprocessor(meta.text_options()).tokens, options={
+        "client": client, "index": index, "fields": (meta.title_field, meta.body_field)}))
+    return make_mode(mode, engine.first_stage(first_stage), meta, window=window, sidecar=sidecar,
+                     cluster=cluster_info(client), allow_rerank_failures=allow_rerank_failures, knn=knn)
+
+
+__all__ = ["make_mode", "open_mode", "refuse_without_vectors"]

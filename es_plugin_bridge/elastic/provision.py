@@ -236,3 +236,32 @@ def _opensearch_mode_lines(cluster: ClusterInfo, meta: IndexMeta, pipeline: str)
     if elsewhere:
         lines.append(f"mode{'s' if len(elsewhere) > 1 else ''} {', '.join(elsewhere)}: Elasticsearch only")
     return lines
+
+
+def setup_index(connection: Any, model_dir: Any, index: str, sidecar: Any, *, sidecar_from_es: str | None,
+                recreate: bool, no_vectors: bool, embed_at_ingest: bool, source: FromIndex | None,
+                progress: bool) -> Provisioned:
+    """``es setup``: the model directory checked against the sidecar that serves it (before the cluster is
+    contacted), then the index and what this cluster (Elasticsearch or OpenSearch) can run on it."""
+    from es_plugin_bridge.elastic.connection import cluster_info
+    from es_plugin_bridge.elastic.setup import check_sidecar, meta_for_model
+    from es_plugin_bridge.elastic.sidecar_embedder import SidecarEmbedder
+    from es_plugin_bridge.serving.model_dir import ModelDirectory
+    from es_plugin_bridge.text import TextOptions
+
+    model = ModelDirectory.load(model_dir)  # verifies the manifest before anything is created
+    ready = check_sidecar(SidecarEmbedder.reaching(sidecar, timeout=max(sidecar.timeout, 10.0)), model)
+    meta = meta_for_model(model, ready, TextOptions())
+    client = connection.client()
+    cluster = cluster_info(client)
+    reached = sidecar_from_es or sidecar.url
+    if cluster.is_opensearch:
+        if source is not None:
+            raise UserError("--from-index is for Elasticsearch; on OpenSearch, index your questions with "
+                            "`esrerank es index`")
+        return provision_opensearch(client, cluster, index, meta, sidecar=reached, token=sidecar.token,
+                                    recreate=recreate, no_vectors=no_vectors, embed_at_ingest=embed_at_ingest)
+    return provision(client, cluster, index, meta, sidecar_from_es=reached, token=sidecar.token,
+                     recreate=recreate, no_vectors=no_vectors, source=source, progress=progress,
+                     embed_at_ingest=embed_at_ingest)
+
