@@ -27,8 +27,7 @@ import threading
 import urllib.parse
 from collections.abc import Sequence
 
-from es_plugin_bridge.bearer_token import check_token
-from es_plugin_bridge.bridge.sidecar_target import DEFAULT_TIMEOUT
+from es_plugin_bridge.bridge.sidecar_target import DEFAULT_TIMEOUT, SidecarTarget
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.errors import UserError
 
@@ -96,24 +95,11 @@ class _Call:
 
 class SidecarClient:
     def __init__(self, url: str, *, token: str | None = None, timeout: float = DEFAULT_TIMEOUT) -> None:
-        if not url.startswith(("http://", "https://")):
-            raise UserError(f"sidecar URL must start with http:// or https://, got {url!r}")
-        if timeout <= 0:
-            raise UserError(f"sidecar timeout must be > 0 seconds, got {timeout}")
-        if token:  # the sidecar's own rule; an empty token here means none
-            check_token(token, "sidecar token")
-        self.url = url.rstrip("/")
+        target = SidecarTarget(url, token, timeout)  # the one set of checks (URL, host, timeout, token)
+        self.url, self.token, self.timeout = target.url, token, timeout
         parts = urllib.parse.urlsplit(self.url)
-        if not parts.hostname:
-            raise UserError(f"sidecar URL has no host: {url!r}")
-        try:
-            parts.hostname.encode("idna")  # as socket.getaddrinfo encodes it (an empty label fails)
-        except UnicodeError:
-            raise UserError(f"sidecar URL has a malformed host: {url!r}") from None
         self._https = parts.scheme == "https"
         self._host, self._port, self._prefix = parts.hostname, parts.port, parts.path
-        self.token = token
-        self.timeout = timeout
 
     def _post(self, path: str, body: dict) -> tuple[int, bytes]:
         """(status, body) of one POST, all of it within ``timeout`` seconds (SidecarUnavailable else)."""

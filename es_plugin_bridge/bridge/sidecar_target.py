@@ -29,8 +29,13 @@ class SidecarTarget:
     def __post_init__(self) -> None:
         if not self.url.startswith(("http://", "https://")):
             raise UserError(f"sidecar URL must start with http:// or https://, got {self.url!r}")
-        if not urllib.parse.urlsplit(self.url).hostname:
+        host = urllib.parse.urlsplit(self.url.rstrip("/")).hostname
+        if not host:
             raise UserError(f"sidecar URL has no host: {self.url!r}")
+        try:
+            host.encode("idna")  # as socket.getaddrinfo encodes it (an empty label fails)
+        except UnicodeError:
+            raise UserError(f"sidecar URL has a malformed host: {self.url!r}") from None
         if self.timeout <= 0:
             raise UserError(f"sidecar timeout must be > 0 seconds, got {self.timeout}")
         if self.token:  # an empty token means none, as the environment variable left empty does
