@@ -144,9 +144,9 @@ def build_model(name: str, out: Path, show_progress: bool, train_seconds: float)
             f"--dev pairs:{shown(split)}/dev.tsv --out {shown(checkpoint)}  (β fit on dev, ~1.5 min)")
         cfg = TrainConfig(model_type="transformer", epochs=0, seed=1, text=text, show_progress=show_progress)
     else:
-        from es_plugin_bridge.cli.embeddings import collect_sentences
         from es_plugin_bridge.text import TextOptions
         from es_plugin_bridge.training.embeddings import Word2VecOptions, save_embeddings, train_word2vec
+        from es_plugin_bridge.training.word2vec_run import collect_sentences
 
         vectors = split / "w2v-100.txt"
         say(f"esrerank embeddings --corpus pairs:{shown(split)}/train.tsv --out {shown(vectors)} --dim 100")

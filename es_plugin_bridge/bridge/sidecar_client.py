@@ -23,11 +23,12 @@ import http.client
 import json
 import logging
 import socket
+import ssl
 import threading
 import urllib.parse
 from collections.abc import Sequence
 
-from es_plugin_bridge.bridge.sidecar_target import DEFAULT_TIMEOUT, SidecarTarget
+from es_plugin_bridge.bridge.sidecar_target import DEFAULT_TIMEOUT, SidecarTarget, untrusted_certificate
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.errors import UserError
 
@@ -51,7 +52,7 @@ class _Call:
         self.conn, self.path, self.data, self.headers = conn, path, data, headers
         self.done = threading.Event()
         self.answer: tuple[int, bytes] | None = None
-        self.error: SidecarUnavailable | None = None
+        self.error: SidecarUnavailable | UserError | None = None
         self._lock = threading.Lock()
         self._sock: socket.socket | None = None
         self._aborted = False
@@ -61,6 +62,8 @@ class _Call:
         try:
             try:
                 conn.connect()
+            except ssl.SSLCertVerificationError as exc:  # a configuration mistake, not an outage
+                raise UserError(untrusted_certificate(exc)) from None
             except OSError as exc:
                 raise SidecarUnavailable(f"sidecar unreachable: {exc}") from None
             with self._lock:
@@ -70,7 +73,7 @@ class _Call:
             conn.request("POST", self.path, body=self.data, headers=self.headers)
             resp = conn.getresponse()
             self.answer = (resp.status, resp.read())
-        except SidecarUnavailable as exc:
+        except (SidecarUnavailable, UserError) as exc:
             self.error = exc
         except http.client.IncompleteRead as exc:
             self.error = SidecarUnavailable(f"sidecar answer truncated ({len(exc.partial)} bytes, "
@@ -94,12 +97,18 @@ class _Call:
 
 
 class SidecarClient:
-    def __init__(self, url: str, *, token: str | None = None, timeout: float = DEFAULT_TIMEOUT) -> None:
-        target = SidecarTarget(url, token, timeout)  # the one set of checks (URL, host, timeout, token)
+    def __init__(self, url: str, *, token: str | None = None, timeout: float = DEFAULT_TIMEOUT,
+                 ca_certs: str | None = None) -> None:
+        target = SidecarTarget(url, token, timeout, ca_certs)  # the one set of checks (URL, host, ..., CA)
         self.url, self.token, self.timeout = target.url, token, timeout
         parts = urllib.parse.urlsplit(self.url)
-        self._https = parts.scheme == "https"
+        self._tls = target.ssl_context()
         self._host, self._port, self._prefix = parts.hostname, parts.port, parts.path
+
+    @classmethod
+    def reaching(cls, target: SidecarTarget) -> SidecarClient:
+        """The client of a :class:`SidecarTarget` (the command line's one value for the sidecar)."""
+        return cls(target.url, token=target.token, timeout=target.timeout, ca_certs=target.ca_certs)
 
     def _post(self, path: str, body: dict) -> tuple[int, bytes]:
         """(status, body) of one POST, all of it within ``timeout`` seconds (SidecarUnavailable else)."""
@@ -107,10 +116,14 @@ class SidecarClient:
         headers = {"Content-Type": "application/json"}
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
-        kind = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
         # The socket's own timeout (longer than the deadline, so the deadline is always what the caller
         # sees) only ends an abandoned call's thread where abort() has no socket yet: still connecting.
-        conn = kind(self._host, self._port, timeout=self.timeout + _THREAD_GRACE_S)
+        conn: http.client.HTTPConnection
+        if self._tls is not None:
+            conn = http.client.HTTPSConnection(self._host, self._port, timeout=self.timeout + _THREAD_GRACE_S,
+                                               context=self._tls)
+        else:
+            conn = http.client.HTTPConnection(self._host, self._port, timeout=self.timeout + _THREAD_GRACE_S)
         call = _Call(conn, self._prefix + path, data, headers)
         worker = threading.Thread(target=call.run, name="sidecar-call", daemon=True)
         worker.start()

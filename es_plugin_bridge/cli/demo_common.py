@@ -80,8 +80,8 @@ def similarities() -> list[str]:
 
 def evaluate_step(ctx: DemoContext, key: str, title: str, command: str, section: str, **run: object) -> None:
     """Run one evaluation like ``esrerank evaluate`` would, print it, write JSON/JSONL/PNG, summarise."""
-    from es_plugin_bridge.cli.evaluate import run_task
     from es_plugin_bridge.evaluation import report
+    from es_plugin_bridge.evaluation.task_run import run_task
 
     start = time.perf_counter()
     result = run_task(show_progress=ctx.show_progress, **run)  # type: ignore[arg-type]

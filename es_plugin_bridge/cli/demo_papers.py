@@ -71,9 +71,9 @@ def training_table(summary: dict, seconds: float, name: str = MODEL_TYPE) -> tup
 
 def _word2vec(ctx: DemoContext) -> tuple[Path, str]:
     """100-d skip-gram vectors on the train split's titles, as ``esrerank embeddings`` trains them."""
-    from es_plugin_bridge.cli.embeddings import collect_sentences
     from es_plugin_bridge.text import TextOptions
     from es_plugin_bridge.training.embeddings import Word2VecOptions, save_embeddings, train_word2vec
+    from es_plugin_bridge.training.word2vec_run import collect_sentences
 
     path = ctx.split_dir / f"w2v-{EMBEDDING_DIM}.txt"
     command = (f"esrerank embeddings --corpus pairs:{ctx.split['train']} --out {path} "

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -102,45 +103,51 @@ def write_win_loss(runs: Sequence[tuple[str, TaskResult, Sequence[str], Sequence
     result, ranker = grid_run
     fig, (left, right) = plt.subplots(1, 2, figsize=(14, 5.4), gridspec_kw={"width_ratios": [1.25, 1]})
     try:
-        y = np.arange(len(rows))
-        start = np.zeros(len(rows))
-        totals = np.array([max(1, sum(row[1:])) for row in rows], dtype=float)
-        for column, (key, colour) in enumerate((("wins", GREEN), ("ties", GREY), ("losses", RED)), start=1):
-            counts = np.array([row[column] for row in rows], dtype=float)
-            shares = 100.0 * counts / totals
-            bars = left.barh(y, shares, left=start, color=colour, label=key)
-            labels = [str(int(c)) if share >= 4 else "" for c, share in zip(counts, shares, strict=True)]
-            left.bar_label(bars, labels=labels, label_type="center", fontsize=8,
-                           color="black" if key == "ties" else "white")
-            start += shares
-        left.set_yticks(y, [row[0] for row in rows], fontsize=8)
-        left.invert_yaxis()
-        left.set_xlim(0, 100)
-        left.set_xlabel("% of queries (labels: query counts)")
-        left.set_title(f"Per query against {baseline}: the transformer wins, ties, loses", fontsize=10)
-        left.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.1), ncols=3)
-
-        grid = _rank_grid(result, ranker, baseline)
-        shown = np.where(grid > 0, grid, np.nan)
-        image = right.imshow(np.log1p(shown), cmap="Blues", origin="upper")
-        ticks = [str(k) for k in range(1, DEPTH + 1)] + [f">{DEPTH}"]
-        right.set_xticks(np.arange(DEPTH + 1), ticks, fontsize=7)
-        right.set_yticks(np.arange(DEPTH + 1), ticks, fontsize=7)
-        right.set_xlabel(f"rank of the duplicate by {ranker} (transformer)")
-        right.set_ylabel(f"rank of the duplicate by {baseline}")
-        for (i, j), count in np.ndenumerate(grid):
-            if count:
-                colour = GREEN if j < i else (RED if j > i else "black")
-                if count > 0.5 * grid.max():
-                    colour = "white"
-                right.text(j, i, str(count), ha="center", va="center", fontsize=7, color=colour,
-                           fontweight="bold")
-        better, worse = int(np.tril(grid, -1).sum()), int(np.triu(grid, 1).sum())
-        right.set_title(f"AskUbuntu retrieval, per query: {ranker} ranks the duplicate higher for "
-                        f"{better},\nlower for {worse} (green: {ranker} better, red: {baseline} better)",
-                        fontsize=9)
-        image.set_clim(0, max(1.0, float(np.nanmax(np.log1p(shown))) if np.any(grid) else 1.0))
+        _draw_outcomes(left, rows, baseline)
+        _draw_rank_grid(right, _rank_grid(result, ranker, baseline), ranker, baseline)
         save_figure(fig, path, dpi=110)
     finally:
         plt.close(fig)
     return Path(path)
+
+
+def _draw_outcomes(ax: Any, rows: Sequence[tuple[str, int, int, int]], baseline: str) -> None:
+    """Stacked bars, one per (label, wins, ties, losses) row, as shares of its queries."""
+    y = np.arange(len(rows))
+    start = np.zeros(len(rows))
+    totals = np.array([max(1, sum(row[1:])) for row in rows], dtype=float)
+    for column, (key, colour) in enumerate((("wins", GREEN), ("ties", GREY), ("losses", RED)), start=1):
+        counts = np.array([row[column] for row in rows], dtype=float)
+        shares = 100.0 * counts / totals
+        bars = ax.barh(y, shares, left=start, color=colour, label=key)
+        labels = [str(int(c)) if share >= 4 else "" for c, share in zip(counts, shares, strict=True)]
+        ax.bar_label(bars, labels=labels, label_type="center", fontsize=8,
+                     color="black" if key == "ties" else "white")
+        start += shares
+    ax.set_yticks(y, [row[0] for row in rows], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 100)
+    ax.set_xlabel("% of queries (labels: query counts)")
+    ax.set_title(f"Per query against {baseline}: the transformer wins, ties, loses", fontsize=10)
+    ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.1), ncols=3)
+
+
+def _draw_rank_grid(ax: Any, grid: np.ndarray, ranker: str, baseline: str) -> None:
+    """The (baseline rank, ranker rank) counts as a heat map; below the diagonal the ranker did better."""
+    shown = np.where(grid > 0, grid, np.nan)
+    image = ax.imshow(np.log1p(shown), cmap="Blues", origin="upper")
+    ticks = [str(k) for k in range(1, DEPTH + 1)] + [f">{DEPTH}"]
+    ax.set_xticks(np.arange(DEPTH + 1), ticks, fontsize=7)
+    ax.set_yticks(np.arange(DEPTH + 1), ticks, fontsize=7)
+    ax.set_xlabel(f"rank of the duplicate by {ranker} (transformer)")
+    ax.set_ylabel(f"rank of the duplicate by {baseline}")
+    for (i, j), count in np.ndenumerate(grid):
+        if count:
+            colour = GREEN if j < i else (RED if j > i else "black")
+            if count > 0.5 * grid.max():
+                colour = "white"
+            ax.text(j, i, str(count), ha="center", va="center", fontsize=7, color=colour, fontweight="bold")
+    better, worse = int(np.tril(grid, -1).sum()), int(np.triu(grid, 1).sum())
+    ax.set_title(f"AskUbuntu retrieval, per query: {ranker} ranks the duplicate higher for "
+                 f"{better},\nlower for {worse} (green: {ranker} better, red: {baseline} better)", fontsize=9)
+    image.set_clim(0, max(1.0, float(np.nanmax(np.log1p(shown))) if np.any(grid) else 1.0))

@@ -90,6 +90,7 @@ def setup_command(
     sidecar_url: str,
     token: str | None,
     timeout: float,
+    sidecar_ca_certs: str | None,
     sidecar_from_es: str | None,
     recreate: bool,
     no_vectors: bool,
@@ -114,8 +115,8 @@ def setup_command(
         raise UserError("--embed-at-ingest: an index made with --no-vectors holds nothing to embed")
     source = None if from_index is None else FromIndex(from_index, title_field, body_field, id_field,
                                                        in_place)
-    done = setup_index(pop_connection(conn), model_dir, index_name,
-                       sidecar_target(sidecar_url, token, timeout), sidecar_from_es=sidecar_from_es,
+    sidecar = sidecar_target(sidecar_url, token, timeout, sidecar_ca_certs)
+    done = setup_index(pop_connection(conn), model_dir, index_name, sidecar, sidecar_from_es=sidecar_from_es,
                        recreate=recreate, no_vectors=no_vectors, embed_at_ingest=embed_at_ingest,
                        source=source, progress=not no_progress)
     for line in done.lines:
@@ -163,6 +164,7 @@ def index_command(
     sidecar_url: str,
     token: str | None,
     timeout: float,
+    sidecar_ca_certs: str | None,
     batch_size: int,
     resume: bool,
     max_retries: int,
@@ -200,8 +202,9 @@ def index_command(
         click.echo(f"wrote {count} questions for index {index_name} to {out_file} (_bulk NDJSON of the text; "
                    "where the index holds vectors, its ingest pipeline adds them when it is sent)")
         return
+    sidecar = sidecar_target(sidecar_url, token, timeout, sidecar_ca_certs)
     run = index_run(pop_connection(conn).client(), index_name, list(questions.values()),
-                    sidecar_target(sidecar_url, token, timeout), batch_size=batch_size, resume=resume,
+                    sidecar, batch_size=batch_size, resume=resume,
                     max_retries=max_retries, progress=not no_progress,
                     note=lambda line: click.echo(line, err=True))
     for line in run.report.lines():
@@ -261,6 +264,7 @@ def search_command(
     sidecar_url: str,
     token: str | None,
     timeout: float,
+    sidecar_ca_certs: str | None,
     **conn: Any,
 ) -> None:
     """Search QUERY in the index, reranked in the given mode."""
@@ -272,7 +276,7 @@ def search_command(
         raise UserError("the query is empty")
     client = pop_connection(conn).client()
     searcher = open_mode(client, index_name, mode, first_stage, window=window,
-                         sidecar=sidecar_target(sidecar_url, token, timeout),
+                         sidecar=sidecar_target(sidecar_url, token, timeout, sidecar_ca_certs),
                          allow_rerank_failures=allow_rerank_failures, knn=knn)
     result = searcher.search(question_from_text(text), top)
     # The modes' searches bring their hits' titles; only those they do not (hybrid) are read, in one mget.

@@ -69,7 +69,8 @@ def _setup(options: dict[str, Any], conn: Any, first_stage: str | None) -> Any:
 
     return EsEvaluationRun(
         connection=conn, mode=options["mode"], window=options["window"],
-        sidecar=sidecar_target(options["sidecar_url"], options["token"], options["timeout"]),
+        sidecar=sidecar_target(options["sidecar_url"], options["token"], options["timeout"],
+                               options["sidecar_ca_certs"]),
         first_stage=first_stage or "bm25", sidecar_from_es=options["sidecar_from_es"], knn=options["knn"],
         keep_index=options["keep_index"],
         results_index=None if options["no_results_index"] else options["results_index"],

@@ -40,51 +40,29 @@ def engine_option(help_text: str) -> Callable[[F], F]:
                         help=help_text)
 
 
+#: The options that reach Elasticsearch (or OpenSearch), declared once: flag, parameter name, attributes.
+CONNECTION_OPTIONS: list[tuple[tuple[str, ...], dict[str, Any]]] = [
+    (("--es-url",), {"envvar": "ESRERANK_ES_URL", "default": "http://localhost:9200", "show_default": True,
+                     "help": "Elasticsearch URL [env ESRERANK_ES_URL]."}),
+    (("--es-api-key",), {"envvar": "ESRERANK_ES_API_KEY", "default": None,
+                         "help": "API key (encoded) [env ESRERANK_ES_API_KEY]."}),
+    (("--es-username",), {"envvar": "ESRERANK_ES_USERNAME", "default": None,
+                          "help": "Basic-auth user [env ESRERANK_ES_USERNAME]."}),
+    (("--es-password",), {"envvar": "ESRERANK_ES_PASSWORD", "default": None,
+                          "help": "Basic-auth password [env ESRERANK_ES_PASSWORD]."}),
+    (("--es-ca-certs",), {"envvar": "ESRERANK_ES_CA_CERTS", "default": None,
+                          "type": click.Path(dir_okay=False),
+                          "help": "CA certificate file [env ESRERANK_ES_CA_CERTS]."}),
+    (("--es-timeout",), {"default": 30.0, "show_default": True, "type": click.FloatRange(min=0.1),
+                         "help": "Seconds per Elasticsearch request."}),
+]
+
+
 def connection_options(fn: F) -> F:
-    """The options that reach Elasticsearch: URL, API key or user and password, CA file, timeout."""
-    options = [
-        click.option(
-            "--es-url",
-            envvar="ESRERANK_ES_URL",
-            default="http://localhost:9200",
-            show_default=True,
-            help="Elasticsearch URL [env ESRERANK_ES_URL].",
-        ),
-        click.option(
-            "--es-api-key",
-            envvar="ESRERANK_ES_API_KEY",
-            default=None,
-            help="API key (encoded) [env ESRERANK_ES_API_KEY].",
-        ),
-        click.option(
-            "--es-username",
-            envvar="ESRERANK_ES_USERNAME",
-            default=None,
-            help="Basic-auth user [env ESRERANK_ES_USERNAME].",
-        ),
-        click.option(
-            "--es-password",
-            envvar="ESRERANK_ES_PASSWORD",
-            default=None,
-            help="Basic-auth password [env ESRERANK_ES_PASSWORD].",
-        ),
-        click.option(
-            "--es-ca-certs",
-            envvar="ESRERANK_ES_CA_CERTS",
-            default=None,
-            type=click.Path(dir_okay=False),
-            help="CA certificate file [env ESRERANK_ES_CA_CERTS].",
-        ),
-        click.option(
-            "--es-timeout",
-            default=30.0,
-            show_default=True,
-            type=click.FloatRange(min=0.1),
-            help="Seconds per Elasticsearch request.",
-        ),
-    ]
-    for option in reversed(options):
-        fn = option(fn)
+    """The options that reach Elasticsearch (:data:`CONNECTION_OPTIONS`) as decorators: URL, API key or
+    user and password, CA file, timeout."""
+    for decls, attrs in reversed(CONNECTION_OPTIONS):
+        fn = click.option(*decls, **attrs)(fn)
     return fn
 
 
@@ -99,11 +77,16 @@ SIDECAR_OPTIONS: list[tuple[tuple[str, ...], dict[str, Any]]] = [
     (("--timeout",), {"default": DEFAULT_TIMEOUT, "show_default": True, "type": click.FloatRange(min=0.001),
                       "help": "Seconds to wait for the sidecar per call (bridge mode falls back to the "
                               "first stage after it)."}),
+    (("--sidecar-ca-certs",), {"envvar": "ESRERANK_SIDECAR_CA_CERTS", "default": None,
+                               "type": click.Path(dir_okay=False),
+                               "help": "CA file (PEM) an https:// sidecar's certificate is checked against; "
+                                       "default: the system's [env ESRERANK_SIDECAR_CA_CERTS]."}),
 ]
 
 
 def sidecar_options(fn: F) -> F:
-    """``--sidecar URL``, ``--token``, ``--timeout`` (:data:`SIDECAR_OPTIONS`) as decorators."""
+    """``--sidecar URL``, ``--token``, ``--timeout``, ``--sidecar-ca-certs`` (:data:`SIDECAR_OPTIONS`) as
+    decorators."""
     for decls, attrs in reversed(SIDECAR_OPTIONS):
         fn = click.option(*decls, **attrs)(fn)
     return fn
@@ -121,11 +104,12 @@ def sidecar_click_options() -> list[click.Option]:
     return [click.Option(list(decls), **attrs) for decls, attrs in SIDECAR_OPTIONS]
 
 
-def sidecar_target(sidecar_url: str, token: str | None, timeout: float) -> Any:
-    """The :class:`SidecarTarget` the three options describe (checked once, here)."""
+def sidecar_target(sidecar_url: str, token: str | None, timeout: float,
+                   sidecar_ca_certs: str | None = None) -> Any:
+    """The :class:`SidecarTarget` the options describe (checked once, there)."""
     from es_plugin_bridge.bridge.sidecar_target import SidecarTarget
 
-    return SidecarTarget(sidecar_url, token, timeout)
+    return SidecarTarget(sidecar_url, token, timeout, sidecar_ca_certs)
 
 
 def connection(

@@ -8,7 +8,7 @@ Forms (docs/getting-started.md has each with real data):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -17,8 +17,8 @@ import click
 
 from es_plugin_bridge.cli.es_options import connection_options, engine_option, pop_connection
 from es_plugin_bridge.cli.options import skip_bad_option, title_only_option
+from es_plugin_bridge.engines.registry import engine_info
 from es_plugin_bridge.errors import UserError
-from es_plugin_bridge.evaluation.results import TaskResult
 
 TASKS = ("rerank", "retrieval", "classify")
 DEFAULT_RANKERS = {"rerank": ["given", "bm25", "lmdirichlet"], "retrieval": ["bm25", "lmdirichlet"],
@@ -35,8 +35,8 @@ def default_rankers(task: str, has_model: bool) -> list[str]:
     return DEFAULT_RANKERS[task] + (MODEL_RANKERS if has_model else [])
 
 
-def parse_params(items: Sequence[str]) -> dict[str, dict[str, float]]:
-    """``--param bm25.k1=1.2`` → ``{"bm25": {"k1": 1.2}}``."""
+def parse_params(items: Sequence[str], names: Sequence[str]) -> dict[str, dict[str, float]]:
+    """``--param bm25.k1=1.2`` → ``{"bm25": {"k1": 1.2}}``, each for a ranker of ``names``."""
     params: dict[str, dict[str, float]] = {}
     for item in items:
         key, sep, value = item.partition("=")
@@ -47,16 +47,10 @@ def parse_params(items: Sequence[str]) -> dict[str, dict[str, float]]:
             params.setdefault(ranker, {})[name] = float(value)
         except ValueError:
             raise UserError(f"--param {item!r}: {value!r} is not a number") from None
+    for ranker in params:
+        if ranker not in names:
+            raise UserError(f"--param {ranker}.*: ranker {ranker!r} is not in --rankers {','.join(names)}")
     return params
-
-
-def _require(task: str, given: dict[str, object], needed: Sequence[str], allowed: Sequence[str]) -> None:
-    for option in needed:
-        if not given.get(option):
-            raise UserError(f"--task {task} needs {option}")
-    for option, value in given.items():
-        if value and option not in allowed:
-            raise UserError(f"{option} does not apply to --task {task}")
 
 
 @click.command("evaluate")
@@ -111,38 +105,23 @@ def evaluate(task: str, data_spec: str | None, queries_spec: str | None, corpus_
     from rich.console import Console
 
     from es_plugin_bridge.evaluation import report
+    from es_plugin_bridge.evaluation.outputs import Outputs
+    from es_plugin_bridge.evaluation.task_run import RunEngine, run_task
 
-    given = {"--data": data_spec, "--queries": queries_spec, "--corpus": corpus_specs, "--dev": dev_spec,
-             "--drop-no-relevant": drop_no_relevant, "--max-queries": max_queries, "--relevant": relevant,
-             "--queries-from": queries_from}
-    needed = {"rerank": ["--data"], "retrieval": ["--queries"], "classify": ["--data", "--dev"]}[task]
-    allowed = {"rerank": ["--data", "--drop-no-relevant"],
-               "retrieval": ["--queries", "--corpus", "--max-queries", "--relevant", "--queries-from"],
-               "classify": ["--data", "--dev"]}[task]
-    _require(task, given, needed, allowed)
-    if explain and (task != "rerank" or model_dir is None):
-        raise UserError("--explain applies to --task rerank with --model DIR (it explains the fused score)")
-    if explain and json_path is None:
-        raise UserError("--explain needs --json OUT.json (the explanation is written to OUT.explain.jsonl)")
-    if model_dir is not None and not model_dir.is_dir():
-        raise UserError(f"--model {model_dir}: not a directory")
-    names = ([n.strip() for n in rankers_text.split(",") if n.strip()] if rankers_text is not None
-             else default_rankers(task, model_dir is not None))
-    from es_plugin_bridge import rankers as registry
-
-    registry.check(names, task, has_model=model_dir is not None)
-    if explain and "fused" not in names:
-        raise UserError(f"--explain explains the fused ranker: add fused to --rankers {','.join(names)}")
-    parsed = parse_params(params)
-    for ranker in parsed:
-        if ranker not in names:
-            raise UserError(f"--param {ranker}.*: ranker {ranker!r} is not in --rankers {','.join(names)}")
+    _check_task_options(task, {"--data": data_spec, "--queries": queries_spec, "--corpus": corpus_specs,
+                               "--dev": dev_spec, "--drop-no-relevant": drop_no_relevant,
+                               "--max-queries": max_queries, "--relevant": relevant,
+                               "--queries-from": queries_from})
+    outputs = Outputs(json_path, per_query_path, plot_path, report_dir, explain)
+    names = _ranker_names(task, rankers_text, model_dir, outputs)
+    parsed = parse_params(params, names)
     with ExitStack() as stack:
         extra, after = {}, None
         if setup is not None:  # `es evaluate`: its own engine, rankers and results index (cli/es_evaluate.py)
             engine_factory, extra, after = setup(stack, parsed, model_dir, not no_progress)
         else:
-            engine_factory = _engine_factory(engine, stack, parsed, not no_progress, connection)
+            options = {"connection": pop_connection(connection)} if engine_info(engine).remote else {}
+            engine_factory = RunEngine(engine, stack, parsed, not no_progress, options)
         result = run_task(task, names, data_spec=data_spec, queries_spec=queries_spec,
                           corpus_specs=corpus_specs, dev_spec=dev_spec, model_dir=model_dir, params=parsed,
                           drop_no_relevant=drop_no_relevant, max_queries=max_queries, body_words=body_words,
@@ -158,97 +137,37 @@ def evaluate(task: str, data_spec: str | None, queries_spec: str | None, corpus_
         from es_plugin_bridge.evaluation.explain import print_explain
 
         print_explain(result.explain, console)
-    # Every result, the explanation included, is computed above: a failure leaves no partial output,
-    # and the files appear together or not at all (an unwritable --plot leaves no JSON behind).
-    with report.all_or_none():
-        written = []
-        if json_path is not None:
-            written.append(report.write_json(result, json_path))
-            per_query_path = per_query_path or report.per_query_path(json_path)
-        if per_query_path is not None:
-            written.append(report.write_per_query(result, per_query_path))
-        if plot_path is not None:
-            written.append(report.write_plot(result, plot_path))
-        if report_dir is not None:
-            from es_plugin_bridge.evaluation.compare import write_report
-
-            written.extend(write_report(result, report_dir))
-        if explain:
-            from es_plugin_bridge.evaluation.explain import write_explain
-
-            assert json_path is not None
-            explain_path = json_path.with_name(json_path.stem + ".explain.jsonl")
-            written.append(write_explain(result.explain, explain_path))
-    for path in written:
+    for path in outputs.write(result):  # every result is computed: the files appear together or not at all
         console.print(f"wrote {path}", soft_wrap=True, highlight=False)
 
 
-def _engine_factory(engine: str, stack: ExitStack, params: dict[str, dict[str, float]], progress: bool,
-                    connection: dict[str, Any]) -> Callable[[Any], Any]:
-    """The run's engine, by its registered name, from the run's token cache; a server's (throw-away) index
-    lives until ``stack`` closes."""
-    from es_plugin_bridge.engines.registry import EngineContext, build_engine, engine_info
+def _check_task_options(task: str, given: dict[str, object]) -> None:
+    """Each task's required options given, and none given that does not apply to it."""
+    needed = {"rerank": ["--data"], "retrieval": ["--queries"], "classify": ["--data", "--dev"]}[task]
+    allowed = {"rerank": ["--data", "--drop-no-relevant"],
+               "retrieval": ["--queries", "--corpus", "--max-queries", "--relevant", "--queries-from"],
+               "classify": ["--data", "--dev"]}[task]
+    for option in needed:
+        if not given.get(option):
+            raise UserError(f"--task {task} needs {option}")
+    for option, value in given.items():
+        if value and option not in allowed:
+            raise UserError(f"{option} does not apply to --task {task}")
 
-    options = {"connection": pop_connection(connection)} if engine_info(engine).remote else {}
-    return lambda tokens: build_engine(engine, EngineContext(tokens=tokens, params=params, progress=progress,
-                                                             cleanup=stack, options=options))
 
+def _ranker_names(task: str, rankers_text: str | None, model_dir: Path | None, outputs: Any) -> list[str]:
+    """--rankers (or the task's defaults), each known and applicable; --explain's needs checked."""
+    from es_plugin_bridge import rankers as registry
 
-def run_task(task: str, names: Sequence[str], *, data_spec: str | None = None,
-             queries_spec: str | None = None, corpus_specs: Sequence[str] = (), dev_spec: str | None = None,
-             model_dir: Path | None = None, params: dict[str, dict[str, float]] | None = None,
-             drop_no_relevant: bool = False, max_queries: int | None = None, body_words: int | None = None,
-             relevant: str = "pair", queries_from: str = "q1",
-             title_only: bool = False, skip_bad: bool = False, show_progress: bool = True,
-             explain: bool = False, engine_factory: Callable[[Any], Any] | None = None,
-             context_options: dict[str, Any] | None = None) -> TaskResult:
-    """Read the specs, then run the task's evaluation (the CLI without its output handling).
-
-    ``explain`` (rerank only) fills ``TaskResult.explain`` from the run's own ``fused`` ranker.
-    ``engine_factory`` makes the first-stage engine from the run's token cache (default: the registry's
-    default engine, embedded);
-    ``context_options`` are more ``RankerContext`` fields (e.g. ``fused_first_stage``, ``overrides``)."""
-    from es_plugin_bridge.data.spec import read_spec
-    from es_plugin_bridge.evaluation import evaluate_classify, evaluate_rerank, evaluate_retrieval
-    from es_plugin_bridge.evaluation.retrieval import RetrievalProtocol, protocol_queries
-    from es_plugin_bridge.rankers import TokenCache
-    from es_plugin_bridge.text import Preprocessor, TextOptions
-
-    options = {}
-    if body_words is not None:
-        options["body_words"] = body_words
-    if title_only:
-        options["use_body"] = False
-    tokens = TokenCache(Preprocessor(TextOptions(**options)))
-    cache: dict[str, object] = {}
-    notes: list[str] = []
-
-    def read(spec: str):
-        if spec not in cache:
-            cache[spec] = dataset = read_spec(spec, skip_bad=skip_bad)
-            if dataset.skipped:
-                notes.append(f"{spec}: skipped {dataset.skipped} malformed records (--skip-bad)")
-        return cache[spec]
-
-    context = dict(context_options or {})
-    if engine_factory is not None:
-        context["engine"] = engine_factory(tokens)
-    common = {"model_dir": model_dir, "params": params, "show_progress": show_progress,
-              "context_options": context}
-    if task == "rerank":
-        result = evaluate_rerank(read(data_spec).queries, names, tokens, drop_no_relevant=drop_no_relevant,
-                                 explain=explain, **common)
-    elif task == "retrieval":
-        queries_data = read(queries_spec)
-        protocol = RetrievalProtocol(relevant=relevant, queries_from=queries_from)
-        links = [queries_data.pairs] + [read(spec).pairs for spec in corpus_specs]
-        queries, protocol_notes = protocol_queries(queries_data.pairs, links, protocol,
-                                                   max_queries=max_queries, source=queries_spec)
-        notes.extend(protocol_notes)
-        documents = [q for spec in corpus_specs for q in read(spec).questions.values()]
-        documents += list(queries_data.questions.values())
-        result = evaluate_retrieval(documents, queries, names, tokens, protocol=protocol, **common)
-    else:
-        result = evaluate_classify(read(data_spec).pairs, read(dev_spec).pairs, names, tokens, **common)
-    result.notes[:0] = notes
-    return result
+    if outputs.explain and (task != "rerank" or model_dir is None):
+        raise UserError("--explain applies to --task rerank with --model DIR (it explains the fused score)")
+    if outputs.explain and outputs.json is None:
+        raise UserError("--explain needs --json OUT.json (the explanation is written to OUT.explain.jsonl)")
+    if model_dir is not None and not model_dir.is_dir():
+        raise UserError(f"--model {model_dir}: not a directory")
+    names = ([n.strip() for n in rankers_text.split(",") if n.strip()] if rankers_text is not None
+             else default_rankers(task, model_dir is not None))
+    registry.check(names, task, has_model=model_dir is not None)
+    if outputs.explain and "fused" not in names:
+        raise UserError(f"--explain explains the fused ranker: add fused to --rankers {','.join(names)}")
+    return names

@@ -2,7 +2,7 @@
 the mode needs registered for it (its registry entry's ``prepare``), the mode as the ``fused`` (or
 ``hybrid``, ``model``) ranker, and the per-query results written to the results index afterwards.
 
-``EsEvaluationRun`` is the ``setup`` hook ``cli.evaluate.run_task`` calls: everything ``es evaluate``
+``EsEvaluationRun`` is the ``setup`` hook ``esrerank evaluate`` calls: everything ``es evaluate``
 decides lives here, below the CLI.
 """
 
@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from es_plugin_bridge.bridge.sidecar_target import SidecarTarget
-from es_plugin_bridge.elastic.connection import call
+from es_plugin_bridge.elastic.connection import ClusterInfo, call
+from es_plugin_bridge.elastic.setup import IndexMeta
 from es_plugin_bridge.errors import UserError
 
 
-def prepare_native(client: Any, index: str, meta: Any, sidecar_url: str, token: str | None, cluster: Any,
-                   stack: ExitStack) -> Any:
+def prepare_native(client: Any, index: str, meta: IndexMeta, sidecar_url: str, token: str | None,
+                   cluster: ClusterInfo, stack: ExitStack) -> IndexMeta:
     """Mode ``native``: the run's inference endpoints (one per first stage), deleted after the run."""
     from es_plugin_bridge.elastic.setup import register_endpoints
 
@@ -33,8 +34,8 @@ def prepare_native(client: Any, index: str, meta: Any, sidecar_url: str, token: 
     return replace(meta, inference=endpoints)
 
 
-def prepare_rerank(client: Any, index: str, meta: Any, sidecar_url: str, token: str | None, cluster: Any,
-                   stack: ExitStack) -> Any:
+def prepare_rerank(client: Any, index: str, meta: IndexMeta, sidecar_url: str, token: str | None,
+                   cluster: ClusterInfo, stack: ExitStack) -> IndexMeta:
     """Mode ``rerank`` (OpenSearch): the run's connector, model and search pipeline, removed after it."""
     from es_plugin_bridge.elastic.opensearch_rerank import register_rerank, unregister_rerank
 
@@ -65,7 +66,7 @@ class EsEvaluationRun:
                 "--first-stage given is the data's own order; Elasticsearch modes fuse bm25 or lmdirichlet")
 
     def __call__(self, stack: ExitStack, params: Any, model_dir: Path | None, progress: bool) -> Any:
-        """``(engine factory, ranker options, after-run step)`` for ``run_task``."""
+        """``(engine factory, ranker options, after-run step)`` for ``evaluation.task_run.run_task``."""
         from es_plugin_bridge.elastic.connection import cluster_info
         from es_plugin_bridge.elastic.mode_factory import refuse_without_vectors
         from es_plugin_bridge.elastic.mode_registry import mode_spec
@@ -99,7 +100,7 @@ class EsEvaluationRun:
         overrides = {"overrides": {spec.ranker: fused}, "fused_first_stage": self.first_stage}
         return engine_factory, overrides, lambda result: self._after(result, client, cluster, index, made)
 
-    def _engine_factory(self, index: str, meta: Any, embedder: Any, params: Any, progress: bool,
+    def _engine_factory(self, index: str, meta: IndexMeta, embedder: Any, params: Any, progress: bool,
                         stack: ExitStack) -> Any:
         from es_plugin_bridge.elastic.engine import open_engine
         from es_plugin_bridge.engines.registry import EngineContext
@@ -111,7 +112,7 @@ class EsEvaluationRun:
         return lambda tokens: open_engine(EngineContext(tokens=tokens, params=params, progress=progress,
                                                         cleanup=stack, options=options))
 
-    def _ranker_factory(self, meta: Any, cluster: Any, made: list[Any]) -> Any:
+    def _ranker_factory(self, meta: IndexMeta, cluster: ClusterInfo, made: list[Any]) -> Any:
         from es_plugin_bridge.elastic.mode_factory import make_mode
         from es_plugin_bridge.elastic.ranker import ModeRanker
 

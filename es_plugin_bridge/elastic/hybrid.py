@@ -49,23 +49,31 @@ score ``Σ 1/(rank_constant + rank)``, ties to the smaller doc id),
 
 from __future__ import annotations
 
-import copy
 import time
 import uuid
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from elasticsearch.dsl import query as Q
 
-from es_plugin_bridge.bridge.sidecar_target import SidecarTarget
 from es_plugin_bridge.core.fusion import minmax
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.elastic import opensearch_dsl, queries
-from es_plugin_bridge.elastic.connection import call
+from es_plugin_bridge.elastic.connection import ClusterInfo, call
 from es_plugin_bridge.elastic.engine import ElasticsearchFirstStage
-from es_plugin_bridge.elastic.mappings import VECTOR_FIELD, rerank_text
-from es_plugin_bridge.elastic.modes import Mode, ModeResult
+from es_plugin_bridge.elastic.mappings import rerank_text
+from es_plugin_bridge.elastic.modes import Mode, ModeOptions, ModeResult
+from es_plugin_bridge.elastic.queries import (
+    FIRST_STAGE_NAME,
+    RANK_CONSTANT,
+    dense_search,
+    first_stage_search,
+    msearch_lines,
+    num_candidates,
+    rrf_retriever,
+    union_search,
+)
+from es_plugin_bridge.elastic.setup import IndexMeta
 from es_plugin_bridge.elastic.sidecar_embedder import SidecarEmbedder
 from es_plugin_bridge.errors import UserError
 
@@ -73,138 +81,11 @@ Body = dict[str, Any]
 Hits = list[tuple[str, float]]
 
 KNN_METHODS = ("exact", "hnsw")
-#: ``_name`` of the first stage in step 2; its score comes back in ``matched_queries``.
-FIRST_STAGE_NAME = "esrerank_first_stage"
-#: Elasticsearch's default and the in-process ``hybrid-rrf``'s ``k`` (``whole_collection.RRF_K``).
-RANK_CONSTANT = 60
-#: Elasticsearch's cap on ``num_candidates`` (and so on ``k``) of a ``knn`` search.
-MAX_NUM_CANDIDATES = 10_000
 #: The ``rrf`` retriever's first GA release; before it (or without enterprise) the client fuses.
 RRF_RETRIEVER_SINCE = (8, 16, 0)
-def num_candidates(window: int) -> int:
-    """HNSW candidates per shard: 10× the window (capped at Elasticsearch's 10,000), ≥ ``k``."""
-    if window > MAX_NUM_CANDIDATES:
-        raise UserError(f"--knn hnsw takes a window of at most {MAX_NUM_CANDIDATES}, got {window}")
-    return min(MAX_NUM_CANDIDATES, 10 * window)
-
-
 def has_direction(vector: Sequence[float]) -> bool:
     """Whether a query vector can be searched under cosine (a zero vector has no direction)."""
     return any(float(x) != 0.0 for x in vector)
-
-
-def exact_dense_query(
-    vector: Sequence[float],
-    similarity: str,
-    *,
-    only: Collection[str] | None = None,
-    exclude: Collection[str] | None = None,
-) -> Body:
-    """The exact nearest neighbours: ``script_score`` of the neural similarity (cosine + 1, or
-    exp(−L1)) over every document that has a vector, as the in-process ``dense`` ranker computes it."""
-    filters, must_not = queries.id_clauses(only, exclude)
-    return Q.ScriptScore(
-        query=Q.Bool(filter=[Q.Exists(field=VECTOR_FIELD), *filters], must_not=must_not),
-        script={"source": queries.neural_script(similarity), "params": {"q": [float(x) for x in vector]}},
-    ).to_dict()
-
-
-def knn_search(
-    vector: Sequence[float],
-    window: int,
-    *,
-    only: Collection[str] | None = None,
-    exclude: Collection[str] | None = None,
-    vector_builder: Body | None = None,
-) -> Body:
-    """Approximate (HNSW) nearest neighbours: a ``knn`` section (``KnnSearch``, or a ``KnnRetriever``).
-
-    ``vector_builder``: a ``query_vector_builder`` (``QueryVectorBuilder``) instead of ``vector``, so
-    Elasticsearch embeds the query itself through the index's ``text_embedding`` endpoint."""
-    body: Body = {"field": VECTOR_FIELD}
-    if vector_builder is not None:
-        body["query_vector_builder"] = vector_builder
-    else:
-        body["query_vector"] = [float(x) for x in vector]
-    body.update({"k": window, "num_candidates": num_candidates(window)})
-    filters, must_not = queries.id_clauses(only, exclude)
-    if filters or must_not:
-        body["filter"] = Q.Bool(filter=filters, must_not=must_not).to_dict()
-    return body
-
-
-def _search_body(**parts: Any) -> Body:
-    return {**parts, "_source": False, "track_total_hits": False}
-
-
-def first_stage_search(
-    similarity: str,
-    tokens: Sequence[str],
-    window: int,
-    *,
-    only: Collection[str] | None = None,
-    exclude: Collection[str] | None = None,
-) -> Body:
-    """Search body of the first stage's top window (ids and scores)."""
-    query = queries.first_stage_query(similarity, tokens, only=only, exclude=exclude)
-    return _search_body(query=query, size=window)
-
-
-def dense_search(
-    vector: Sequence[float],
-    window: int,
-    similarity: str,
-    knn: str,
-    *,
-    only: Collection[str] | None = None,
-    exclude: Collection[str] | None = None,
-) -> Body:
-    """Search body of the vectors' top window: exact ``script_score``, or HNSW ``knn``."""
-    if knn == "hnsw":
-        return _search_body(knn=knn_search(vector, window, only=only, exclude=exclude), size=window)
-    return _search_body(query=exact_dense_query(vector, similarity, only=only, exclude=exclude), size=window)
-
-
-def msearch_lines(bodies: Sequence[Body], preference: str) -> list[Body]:
-    """``_msearch`` items: a header (the same ``preference`` as step 2: the same shard copies, so the
-    same collection statistics) before each body."""
-    lines: list[Body] = []
-    for body in bodies:
-        lines += [{"preference": preference}, body]
-    return lines
-
-
-def named(query: Body, name: str = FIRST_STAGE_NAME) -> Body:
-    """``query`` with ``_name`` on its one ``match`` clause (the first stage's score, nothing else)."""
-    out = copy.deepcopy(query)
-    found: list[Body] = []
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            for key, value in node.items():
-                if key == "match" and isinstance(value, dict) and len(value) == 1:
-                    found.append(next(iter(value.values())))
-                else:
-                    walk(value)
-        elif isinstance(node, list):
-            for item in node:
-                walk(item)
-
-    walk(out)
-    if len(found) != 1:
-        raise AssertionError(f"the first stage has {len(found)} match clauses, expected one")
-    found[0]["_name"] = name
-    return out
-
-
-def union_search(similarity: str, tokens: Sequence[str], union: Sequence[str], rest: Body) -> Body:
-    """Step 2: the union's first-stage scores (named) and, as ``_score``, the rest of fused.
-
-    ``first_stage_query(only=union)`` returns every member (the ``ids`` filter makes the match
-    optional); the rescore window holds them all, and ``query_weight: 0`` drops the first pass.
-    """
-    query = named(queries.first_stage_query(similarity, tokens, only=list(union)))
-    return _search_body(query=query, rescore=queries.rescore(rest, len(union), 0.0), size=len(union))
 
 
 def first_stage_score(hit: Mapping[str, Any], name: str = FIRST_STAGE_NAME) -> float:
@@ -237,37 +118,6 @@ def fuse_union(
     total = float(beta_first_stage) * minmax(first) + rest
     order = np.lexsort((np.arange(len(ids)), -total))[:k]
     return [(ids[i], float(total[i])) for i in order]
-
-
-def rrf_retriever(
-    *,
-    similarity: str,
-    tokens: Sequence[str],
-    vector: Sequence[float],
-    neural_similarity: str,
-    knn: str,
-    window: int,
-    rank_constant: int = RANK_CONSTANT,
-    only: Collection[str] | None = None,
-    exclude: Collection[str] | None = None,
-    vector_builder: Body | None = None,
-) -> Body:
-    """Mode hybrid-rrf in one call: ``rrf`` over the first stage and the vectors (enterprise/trial);
-    with ``vector_builder`` (HNSW only) Elasticsearch embeds the query, and no client call is made."""
-    first = queries.first_stage_query(similarity, tokens, only=only, exclude=exclude)
-    if knn == "hnsw":
-        dense: Body = {"knn": knn_search(vector, window, only=only, exclude=exclude,
-                                         vector_builder=vector_builder)}
-    else:
-        exact = exact_dense_query(vector, neural_similarity, only=only, exclude=exclude)
-        dense = {"standard": {"query": exact}}
-    return {
-        "rrf": {
-            "retrievers": [{"standard": {"query": first}}, dense],
-            "rank_constant": int(rank_constant),
-            "rank_window_size": int(window),
-        }
-    }
 
 
 def rrf_fuse(lists: Sequence[Hits], k: int, rank_constant: float = RANK_CONSTANT) -> Hits:
@@ -495,60 +345,45 @@ class HybridRrfMode(_WindowsMode):
         return ModeResult(hits, True, timings_ms=timings, request={"retriever": retriever})
 
 
-def rrf_in_elasticsearch(cluster: Any) -> bool:
+def rrf_in_elasticsearch(cluster: ClusterInfo) -> bool:
     """Whether the cluster runs the ``rrf`` retriever: enterprise or trial (``RANK_RRF_FEATURE``), 8.16+;
     never OpenSearch, which has no retrievers."""
-    if getattr(cluster, "is_opensearch", False):
+    if cluster.is_opensearch:
         return False
     return bool(cluster.paid and tuple(cluster.version) >= RRF_RETRIEVER_SINCE)
 
 
-def make_hybrid_mode(
-    mode: str,
-    stage: ElasticsearchFirstStage,
-    meta: Any,
-    *,
-    window: int,
-    sidecar: SidecarTarget,
-    cluster: Any,
-    knn: str = "exact",
-) -> Mode:
-    """Mode ``hybrid`` or ``hybrid-rrf`` over ``stage``; UserError naming what the index or model lacks."""
-    if knn not in KNN_METHODS:
-        raise UserError(f"unknown --knn {knn!r} (choose from {', '.join(KNN_METHODS)})")
+def _checked_embedder(mode: str, stage: ElasticsearchFirstStage, meta: IndexMeta,
+                      options: ModeOptions) -> SidecarEmbedder:
+    """The query embedder of a hybrid mode, once the index, the model and ``--knn`` are checked to fit;
+    UserError naming what the index or model lacks."""
+    if options.knn not in KNN_METHODS:
+        raise UserError(f"unknown --knn {options.knn!r} (choose from {', '.join(KNN_METHODS)})")
     if meta.dimension is None:
         raise UserError(
             f"mode {mode} searches the model's vectors; index {stage.index} holds none (it was set up "
             "with --no-vectors or without a model)"
         )
-    if knn == "hnsw" and meta.neural_similarity != "cosine":
+    if options.knn == "hnsw" and meta.neural_similarity != "cosine":
         raise UserError(
             f"--knn hnsw needs a cosine model; {meta.model} compares vectors by {meta.neural_similarity} "
             "distance, which no knn similarity computes: use --knn exact"
         )
-    if knn == "hnsw":
-        num_candidates(window)  # refuses a window above Elasticsearch's cap, before any call
-    embedder = SidecarEmbedder.reaching(sidecar)
-    if mode == "hybrid":
-        beta = meta.beta(stage.similarity)
-        return HybridMode(stage, beta, window, embedder, meta.neural_similarity, knn)
-    if mode == "hybrid-rrf":
-        return HybridRrfMode(stage, {}, window, embedder, meta.neural_similarity, knn,
-                             in_elasticsearch=rrf_in_elasticsearch(cluster),
-                             embed_endpoint=(getattr(meta, "embedding", None) or {}).get("text_embedding"))
-    raise UserError(f"unknown mode {mode!r} (choose from hybrid, hybrid-rrf)")
+    if options.knn == "hnsw":
+        num_candidates(options.window)  # refuses a window above Elasticsearch's cap, before any call
+    return SidecarEmbedder.reaching(options.sidecar)
 
 
-def build_hybrid(stage: ElasticsearchFirstStage, meta: Any, **options: Any) -> Mode:
+def build_hybrid(stage: ElasticsearchFirstStage, meta: IndexMeta, options: ModeOptions) -> Mode:
     """Mode ``hybrid``'s registry builder."""
-    return make_hybrid_mode("hybrid", stage, meta, **_hybrid_options(options))
+    embedder = _checked_embedder("hybrid", stage, meta, options)
+    return HybridMode(stage, meta.beta(stage.similarity), options.window, embedder, meta.neural_similarity,
+                      options.knn)
 
 
-def build_hybrid_rrf(stage: ElasticsearchFirstStage, meta: Any, **options: Any) -> Mode:
+def build_hybrid_rrf(stage: ElasticsearchFirstStage, meta: IndexMeta, options: ModeOptions) -> Mode:
     """Mode ``hybrid-rrf``'s registry builder."""
-    return make_hybrid_mode("hybrid-rrf", stage, meta, **_hybrid_options(options))
-
-
-def _hybrid_options(options: Mapping[str, Any]) -> dict[str, Any]:
-    keys = ("window", "sidecar", "cluster", "knn")
-    return {key: options[key] for key in keys}
+    embedder = _checked_embedder("hybrid-rrf", stage, meta, options)
+    return HybridRrfMode(stage, {}, options.window, embedder, meta.neural_similarity, options.knn,
+                         in_elasticsearch=rrf_in_elasticsearch(options.cluster),
+                         embed_endpoint=meta.embedding.get("text_embedding"))

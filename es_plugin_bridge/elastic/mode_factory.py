@@ -11,69 +11,61 @@ from es_plugin_bridge.bridge.sidecar_client import SidecarClient
 from es_plugin_bridge.bridge.sidecar_target import SidecarTarget
 from es_plugin_bridge.elastic.engine import ElasticsearchFirstStage
 from es_plugin_bridge.elastic.mode_registry import mode_spec, vector_modes
-from es_plugin_bridge.elastic.modes import BridgeMode, Mode, NativeMode, VectorsMode
+from es_plugin_bridge.elastic.modes import BridgeMode, Mode, ModeOptions, NativeMode, VectorsMode
+from es_plugin_bridge.elastic.setup import IndexMeta, read_meta
 from es_plugin_bridge.elastic.sidecar_embedder import SidecarEmbedder
 from es_plugin_bridge.errors import UserError
 
 
-def refuse_without_vectors(mode: str, meta: Any) -> None:
+def refuse_without_vectors(mode: str, meta: IndexMeta) -> None:
     """One-line UserError when ``mode`` needs vectors and the index's model has none per text (a
     pairwise model, the cross-encoder), naming the modes that do run; decided by ``meta.pairwise``,
     what ``es setup`` read from the model directory, so no search or sidecar call is made first."""
-    if mode in vector_modes() and getattr(meta, "pairwise", False):
+    if mode in vector_modes() and meta.pairwise:
         raise UserError(
             f"mode {mode} needs the model's vectors; {meta.model} ({meta.model_type}) reads a query and "
             "a document together and has no vectors: use --mode native or --mode bridge"
         )
 
 
-def make_mode(
-    mode: str,
-    stage: ElasticsearchFirstStage,
-    meta: Any,
-    *,
-    window: int,
-    sidecar: SidecarTarget,
-    cluster: Any,
-    allow_rerank_failures: bool = False,
-    knn: str = "exact",
-) -> Mode:
+def make_mode(mode: str, stage: ElasticsearchFirstStage, meta: IndexMeta, **options: Any) -> Mode:
     """The mode ``mode`` over ``stage`` with the index meta's β for that first stage, built by its
-    registry entry; UserError naming what the cluster or the index lacks for it."""
+    registry entry from :class:`ModeOptions` (``options`` are its fields); UserError naming what the
+    cluster or the index lacks for it."""
     spec = mode_spec(mode)
+    built = ModeOptions(**options)
     refuse_without_vectors(mode, meta)
-    cluster.require(mode)
-    return spec.load()(stage, meta, window=window, sidecar=sidecar, cluster=cluster,
-                       allow_rerank_failures=allow_rerank_failures, knn=knn)
+    built.cluster.require(mode)
+    return spec.load()(stage, meta, built)
 
 
-def build_native(stage: ElasticsearchFirstStage, meta: Any, *, window: int, cluster: Any,
-                 allow_rerank_failures: bool, **_: Any) -> Mode:
+def build_native(stage: ElasticsearchFirstStage, meta: IndexMeta, options: ModeOptions) -> Mode:
     endpoint = meta.inference.get(stage.similarity)
     if endpoint is None:
         raise UserError(
             f"index {stage.index} has no inference endpoint for {stage.similarity}; run "
             "`esrerank es setup` against a cluster that supports mode native"
         )
-    if allow_rerank_failures:
-        cluster.require("native-allow-failures")
-    return NativeMode(stage, meta.beta(stage.similarity), window, endpoint, allow_rerank_failures)
+    if options.allow_rerank_failures:
+        options.cluster.require("native-allow-failures")
+    return NativeMode(stage, meta.beta(stage.similarity), options.window, endpoint,
+                      options.allow_rerank_failures)
 
 
-def build_vectors(stage: ElasticsearchFirstStage, meta: Any, *, window: int, sidecar: SidecarTarget,
-                  cluster: Any, **_: Any) -> Mode:
+def build_vectors(stage: ElasticsearchFirstStage, meta: IndexMeta, options: ModeOptions) -> Mode:
     if meta.dimension is None:
         raise UserError(f"index {stage.index} holds no vectors (it was set up without a model)")
-    embedder = SidecarEmbedder.reaching(sidecar)
+    embedder = SidecarEmbedder.reaching(options.sidecar)
     # OpenSearch has no linear or rescorer retriever: the two calls (query, then query + rescore)
+    cluster = options.cluster
     one_call = not cluster.is_opensearch and cluster.paid and cluster.version >= (8, 18, 0)
-    return VectorsMode(stage, meta.beta(stage.similarity), window, embedder, meta.neural_similarity, one_call)
+    return VectorsMode(stage, meta.beta(stage.similarity), options.window, embedder, meta.neural_similarity,
+                       one_call)
 
 
-def build_bridge(stage: ElasticsearchFirstStage, meta: Any, *, window: int, sidecar: SidecarTarget,
-                 **_: Any) -> Mode:
-    client = SidecarClient(sidecar.url, token=sidecar.token, timeout=sidecar.timeout)
-    return BridgeMode(stage, meta.beta(stage.similarity), window, client)
+def build_bridge(stage: ElasticsearchFirstStage, meta: IndexMeta, options: ModeOptions) -> Mode:
+    client = SidecarClient.reaching(options.sidecar)
+    return BridgeMode(stage, meta.beta(stage.similarity), options.window, client)
 
 
 def open_mode(client: Any, index: str, mode: str, first_stage: str, *, window: int, sidecar: SidecarTarget,
@@ -81,7 +73,6 @@ def open_mode(client: Any, index: str, mode: str, first_stage: str, *, window: i
     """Mode ``mode`` over an existing index (``es search``): its meta, its first stage, the cluster."""
     from es_plugin_bridge.elastic.connection import cluster_info
     from es_plugin_bridge.elastic.engine import open_engine
-    from es_plugin_bridge.elastic.setup import read_meta
     from es_plugin_bridge.engines.registry import EngineContext
     from es_plugin_bridge.text import Preprocessor
 

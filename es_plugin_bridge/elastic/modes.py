@@ -23,13 +23,28 @@ from typing import Any
 
 from es_plugin_bridge.bridge.search import BridgeSearch
 from es_plugin_bridge.bridge.sidecar_client import SidecarClient
+from es_plugin_bridge.bridge.sidecar_target import SidecarTarget
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.elastic import opensearch_dsl, queries
-from es_plugin_bridge.elastic.connection import call
+from es_plugin_bridge.elastic.connection import ClusterInfo, call
 from es_plugin_bridge.elastic.engine import ElasticsearchFirstStage
 from es_plugin_bridge.elastic.mappings import rerank_text
 from es_plugin_bridge.elastic.sidecar_embedder import EmbedError, SidecarEmbedder
 from es_plugin_bridge.errors import UserError
+
+
+@dataclass(frozen=True)
+class ModeOptions:
+    """What every mode's builder receives beside its first stage and the index meta, one value for all
+    (``mode_registry.ModeSpec.builder``): the window reranked, the sidecar, the cluster (its version,
+    licence and engine), whether a failed rerank may fall back (native) and how vectors are searched
+    (``exact`` script_score or approximate ``hnsw`` knn; hybrid modes)."""
+
+    window: int
+    sidecar: SidecarTarget
+    cluster: ClusterInfo
+    allow_rerank_failures: bool = False
+    knn: str = "exact"
 
 
 @dataclass

@@ -21,7 +21,7 @@ from es_plugin_bridge.elastic import queries
 from es_plugin_bridge.elastic.connection import call
 from es_plugin_bridge.elastic.engine import ElasticsearchFirstStage
 from es_plugin_bridge.elastic.mappings import RERANK_FIELD, rerank_text
-from es_plugin_bridge.elastic.modes import Mode, ModeResult
+from es_plugin_bridge.elastic.modes import Mode, ModeOptions, ModeResult
 from es_plugin_bridge.elastic.opensearch_ml import (
     DEPLOY_SECONDS,
     register_remote_model,
@@ -29,6 +29,7 @@ from es_plugin_bridge.elastic.opensearch_ml import (
     trust,
     url_regex,
 )
+from es_plugin_bridge.elastic.setup import IndexMeta
 from es_plugin_bridge.errors import UserError
 
 #: ml-commons' connector client timeouts, in seconds (``HttpJsonConnectorExecutor``: Duration.ofSeconds).
@@ -135,10 +136,10 @@ class RerankMode(Mode):
                           request=body)
 
 
-def build_rerank(stage: ElasticsearchFirstStage, meta: Any, *, window: int, **_: Any) -> Mode:
+def build_rerank(stage: ElasticsearchFirstStage, meta: IndexMeta, options: ModeOptions) -> Mode:
     """Mode ``rerank``'s registry builder: the search pipeline ``es setup`` put for the index."""
-    pipeline = getattr(meta, "search_pipeline", None)
+    pipeline = meta.search_pipeline
     if not pipeline:
         raise UserError(f"index {stage.index} has no rerank search pipeline; run `esrerank es setup` "
                         "against this OpenSearch cluster")
-    return RerankMode(stage, window, pipeline)
+    return RerankMode(stage, options.window, pipeline)

@@ -12,6 +12,7 @@ Exactness (docs/elasticsearch.md): every mode ends in the product's ``fused`` or
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
@@ -19,6 +20,7 @@ from elasticsearch.dsl import query as Q
 
 from es_plugin_bridge.core.features import feature_key
 from es_plugin_bridge.elastic.mappings import BOW_FIELD, FIELDS, RERANK_FIELD, VECTOR_FIELD
+from es_plugin_bridge.errors import UserError
 
 Body = dict[str, Any]
 
@@ -219,3 +221,165 @@ def basic_query_weight(beta_first_stage: float, scores: Sequence[float]) -> floa
         return 0.0
     spread = max(scores) - min(scores)
     return float(beta_first_stage) / spread if spread > 0 else 0.0
+
+
+# -- the hybrid modes' requests (elastic/hybrid.py) -------------------------------------------------
+
+#: ``_name`` of the first stage in step 2; its score comes back in ``matched_queries``.
+FIRST_STAGE_NAME = "esrerank_first_stage"
+#: Elasticsearch's default and the in-process ``hybrid-rrf``'s ``k`` (``whole_collection.RRF_K``).
+RANK_CONSTANT = 60
+#: Elasticsearch's cap on ``num_candidates`` (and so on ``k``) of a ``knn`` search.
+MAX_NUM_CANDIDATES = 10_000
+
+
+def num_candidates(window: int) -> int:
+    """HNSW candidates per shard: 10× the window (capped at Elasticsearch's 10,000), ≥ ``k``."""
+    if window > MAX_NUM_CANDIDATES:
+        raise UserError(f"--knn hnsw takes a window of at most {MAX_NUM_CANDIDATES}, got {window}")
+    return min(MAX_NUM_CANDIDATES, 10 * window)
+
+
+def exact_dense_query(
+    vector: Sequence[float],
+    similarity: str,
+    *,
+    only: Collection[str] | None = None,
+    exclude: Collection[str] | None = None,
+) -> Body:
+    """The exact nearest neighbours: ``script_score`` of the neural similarity (cosine + 1, or
+    exp(−L1)) over every document that has a vector, as the in-process ``dense`` ranker computes it."""
+    filters, must_not = id_clauses(only, exclude)
+    return Q.ScriptScore(
+        query=Q.Bool(filter=[Q.Exists(field=VECTOR_FIELD), *filters], must_not=must_not),
+        script={"source": neural_script(similarity), "params": {"q": [float(x) for x in vector]}},
+    ).to_dict()
+
+
+def knn_search(
+    vector: Sequence[float],
+    window: int,
+    *,
+    only: Collection[str] | None = None,
+    exclude: Collection[str] | None = None,
+    vector_builder: Body | None = None,
+) -> Body:
+    """Approximate (HNSW) nearest neighbours: a ``knn`` section (``KnnSearch``, or a ``KnnRetriever``).
+
+    ``vector_builder``: a ``query_vector_builder`` (``QueryVectorBuilder``) instead of ``vector``, so
+    Elasticsearch embeds the query itself through the index's ``text_embedding`` endpoint."""
+    body: Body = {"field": VECTOR_FIELD}
+    if vector_builder is not None:
+        body["query_vector_builder"] = vector_builder
+    else:
+        body["query_vector"] = [float(x) for x in vector]
+    body.update({"k": window, "num_candidates": num_candidates(window)})
+    filters, must_not = id_clauses(only, exclude)
+    if filters or must_not:
+        body["filter"] = Q.Bool(filter=filters, must_not=must_not).to_dict()
+    return body
+
+
+def _search_body(**parts: Any) -> Body:
+    return {**parts, "_source": False, "track_total_hits": False}
+
+
+def first_stage_search(
+    similarity: str,
+    tokens: Sequence[str],
+    window: int,
+    *,
+    only: Collection[str] | None = None,
+    exclude: Collection[str] | None = None,
+) -> Body:
+    """Search body of the first stage's top window (ids and scores)."""
+    query = first_stage_query(similarity, tokens, only=only, exclude=exclude)
+    return _search_body(query=query, size=window)
+
+
+def dense_search(
+    vector: Sequence[float],
+    window: int,
+    similarity: str,
+    knn: str,
+    *,
+    only: Collection[str] | None = None,
+    exclude: Collection[str] | None = None,
+) -> Body:
+    """Search body of the vectors' top window: exact ``script_score``, or HNSW ``knn``."""
+    if knn == "hnsw":
+        return _search_body(knn=knn_search(vector, window, only=only, exclude=exclude), size=window)
+    return _search_body(query=exact_dense_query(vector, similarity, only=only, exclude=exclude), size=window)
+
+
+def msearch_lines(bodies: Sequence[Body], preference: str) -> list[Body]:
+    """``_msearch`` items: a header (the same ``preference`` as step 2: the same shard copies, so the
+    same collection statistics) before each body."""
+    lines: list[Body] = []
+    for body in bodies:
+        lines += [{"preference": preference}, body]
+    return lines
+
+
+def named(query: Body, name: str = FIRST_STAGE_NAME) -> Body:
+    """``query`` with ``_name`` on its one ``match`` clause (the first stage's score, nothing else)."""
+    out = copy.deepcopy(query)
+    found: list[Body] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "match" and isinstance(value, dict) and len(value) == 1:
+                    found.append(next(iter(value.values())))
+                else:
+                    walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk(out)
+    if len(found) != 1:
+        raise AssertionError(f"the first stage has {len(found)} match clauses, expected one")
+    found[0]["_name"] = name
+    return out
+
+
+def union_search(similarity: str, tokens: Sequence[str], union: Sequence[str], rest: Body) -> Body:
+    """Step 2: the union's first-stage scores (named) and, as ``_score``, the rest of fused.
+
+    ``first_stage_query(only=union)`` returns every member (the ``ids`` filter makes the match
+    optional); the rescore window holds them all, and ``query_weight: 0`` drops the first pass.
+    """
+    query = named(first_stage_query(similarity, tokens, only=list(union)))
+    return _search_body(query=query, rescore=rescore(rest, len(union), 0.0), size=len(union))
+
+
+def rrf_retriever(
+    *,
+    similarity: str,
+    tokens: Sequence[str],
+    vector: Sequence[float],
+    neural_similarity: str,
+    knn: str,
+    window: int,
+    rank_constant: int = RANK_CONSTANT,
+    only: Collection[str] | None = None,
+    exclude: Collection[str] | None = None,
+    vector_builder: Body | None = None,
+) -> Body:
+    """Mode hybrid-rrf in one call: ``rrf`` over the first stage and the vectors (enterprise/trial);
+    with ``vector_builder`` (HNSW only) Elasticsearch embeds the query, and no client call is made."""
+    first = first_stage_query(similarity, tokens, only=only, exclude=exclude)
+    if knn == "hnsw":
+        dense: Body = {"knn": knn_search(vector, window, only=only, exclude=exclude,
+                                         vector_builder=vector_builder)}
+    else:
+        exact = exact_dense_query(vector, neural_similarity, only=only, exclude=exclude)
+        dense = {"standard": {"query": exact}}
+    return {
+        "rrf": {
+            "retrievers": [{"standard": {"query": first}}, dense],
+            "rank_constant": int(rank_constant),
+            "rank_window_size": int(window),
+        }
+    }

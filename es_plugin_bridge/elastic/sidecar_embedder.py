@@ -8,11 +8,13 @@ the reason; the bulk indexer counts every id of that batch as failed (and says w
 from __future__ import annotations
 
 import json
+import ssl
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
 from typing import Any
 
+from es_plugin_bridge.bridge.sidecar_target import SidecarTarget, untrusted_certificate
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.elastic.mappings import rerank_text
 from es_plugin_bridge.errors import UserError
@@ -23,18 +25,18 @@ class EmbedError(Exception):
 
 
 class SidecarEmbedder:
-    def __init__(self, url: str, *, token: str | None = None, timeout: float = 60.0) -> None:
-        if not url.startswith(("http://", "https://")):
-            raise UserError(f"sidecar URL must start with http:// or https://, got {url!r}")
-        self.url = url.rstrip("/")
-        self.token = token
-        self.timeout = timeout
+    def __init__(self, url: str, *, token: str | None = None, timeout: float = 60.0,
+                 ca_certs: str | None = None) -> None:
+        target = SidecarTarget(url, token, timeout, ca_certs)  # the one set of checks
+        self.url, self.token, self.timeout = target.url, token, timeout
+        self._tls = target.ssl_context()
 
     @classmethod
-    def reaching(cls, target: Any, timeout: float | None = None) -> SidecarEmbedder:
+    def reaching(cls, target: SidecarTarget, timeout: float | None = None) -> SidecarEmbedder:
         """The embedder for a :class:`~es_plugin_bridge.bridge.sidecar_target.SidecarTarget` (``timeout``
         overrides the target's: bulk embedding waits longer than a search)."""
-        return cls(target.url, token=target.token, timeout=target.timeout if timeout is None else timeout)
+        return cls(target.url, token=target.token, timeout=target.timeout if timeout is None else timeout,
+                   ca_certs=target.ca_certs)
 
     def _request(self, method: str, path: str, body: Any = None) -> Any:
         headers = {"Content-Type": "application/json"}
@@ -43,13 +45,15 @@ class SidecarEmbedder:
         data = json.dumps(body).encode() if body is not None else None
         request = urllib.request.Request(f"{self.url}{path}", data=data, headers=headers, method=method)
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as resp:
+            with urllib.request.urlopen(request, timeout=self.timeout, context=self._tls) as resp:
                 return json.loads(resp.read())
         except urllib.error.HTTPError as exc:
             detail = exc.read().decode("utf-8", "replace")[:300]
             raise EmbedError(f"sidecar answered {exc.code} to {path}: {detail}") from None
         except (OSError, json.JSONDecodeError) as exc:
             reason = getattr(exc, "reason", exc)
+            if isinstance(reason, ssl.SSLCertVerificationError):  # a setting to fix, not an outage
+                raise UserError(untrusted_certificate(reason)) from None
             raise EmbedError(f"sidecar at {self.url} did not answer {path}: {reason}") from None
 
     def ready(self) -> dict[str, Any]:

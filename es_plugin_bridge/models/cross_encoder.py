@@ -27,7 +27,6 @@ import torch
 from torch import nn
 
 from es_plugin_bridge.errors import UserError
-from es_plugin_bridge.models.hyper import CrossEncoderHyper
 from es_plugin_bridge.models.registry import parse_hyper
 from es_plugin_bridge.models.transformer import (
     NETWORK_CONFIG,
@@ -36,6 +35,7 @@ from es_plugin_bridge.models.transformer import (
     load_network_state,
     network_from_config,
 )
+from es_plugin_bridge.models.types.t50_cross_encoder import CrossEncoderHyper
 from es_plugin_bridge.serving.inputs.pair import PairLayout
 from es_plugin_bridge.serving.tokenizer import TOKENIZER, SubwordTokenizer
 

@@ -4,7 +4,14 @@ An entry says everything the rest of the product needs to know about a type: its
 (a pydantic class with the papers' defaults), its training recipe (loss, optimiser, learning rate,
 clipping, batch size), the encoder that builds it, and whether it can be pre-trained. The CLI's
 choices, ``build_model``, the trainer's recipe, the papers' losses and the pre-training check are all
-read from here, so adding a type is adding one entry (and its encoder class).
+read from here.
+
+Adding a type is adding one module to ``es_plugin_bridge/models/types/``: its hyper-parameter class,
+its recipes and its entry, registered with :func:`register_types`. The package's modules are found on
+the first lookup, in name order, which is the order of ``ALL_TYPES`` (``--model-type``'s choices): the
+module's number places its types (``t25_*.py`` comes between ``t20_lei.py`` and ``t30_siamese.py``).
+A new network adds its encoder module too: the encoder imports torch, so it stays out of the type's
+module.
 
 Torch-free on purpose: ``esrerank --help`` lists the types without loading torch. Encoders are named
 by ``"module:Class"`` and imported only when a model is built.
@@ -21,17 +28,6 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from es_plugin_bridge.errors import UserError
-from es_plugin_bridge.models.hyper import (
-    BowCNNHyper,
-    CNNHyper,
-    CrossEncoderHyper,
-    GRUHyper,
-    LSTMHyper,
-    RCNNHyper,
-    SiameseCNNHyper,
-    SiameseLSTMHyper,
-    TransformerHyper,
-)
 from es_plugin_bridge.plugins import Registry
 
 #: Every loss the trainer knows; the first three are the papers', ``in-batch`` is the transformer's.
@@ -116,71 +112,21 @@ class ModelType:
         return self.recipe if name == "best" else self.paper_recipe
 
 
-def _best(paper: Recipe, **changes: Any) -> Recipe:
+def measured_best(paper: Recipe, **changes: Any) -> Recipe:
     """The measured default of a paper type: the paper's loss, word2vec on the training text, a
     10-minute budget checked every 640 examples with patience 5 (docs/training.md, "Default recipes")."""
     return replace(paper, **{"word2vec": True, "epochs": 1000, "time_budget": 600.0, "patience": 5,
                              "examples_per_epoch": 640, **changes})
 
 
-_DOS_SANTOS = "dos Santos et al. 2015"
-_LEI = "Lei et al. 2016"
-_P004 = "attentive Siamese LSTM (paper 004)"
-_LEI_RECIPE = Recipe("max-margin", "adam", 1e-3)
-_P004_RECIPE = Recipe("mse", "adadelta", 1.0, clip=1.25, batch_size=64)
-_CONV = "es_plugin_bridge.models.cnn:ConvEncoder"
-_BOW_CNN_PAPER = Recipe("logistic", "sgd", 0.01)
-_CNN_PAPER = Recipe("logistic", "sgd", 0.05)
-# In-batch negatives (MultipleNegativesRankingLoss), AdamW with a short warm-up; the dev score of the
-# pretrained model (epoch 0) competes with every fine-tuned epoch.
-# Measured on the demo's AskUbuntu split (docs/training.md, "The transformer type"): lr 2e-5 with the
-# symmetric loss raised dev MAP over the pretrained model where 1e-4 with BM25 hard negatives lowered it.
-_TRANSFORMER = Recipe("in-batch", "adamw", 2e-5, clip=1.0, batch_size=32, warmup=50, examples_per_epoch=3200,
-                      epochs=1000, time_budget=900.0, patience=3)
+#: Every model type by name, registered by the modules of ``models.types`` (found on the first lookup).
+REGISTRY: Registry[ModelType] = Registry("model type", "es_plugin_bridge.models.types")
 
-# A cross-encoder runs every (query, candidate) pair through the network, so a step of B positives with K
-# sampled negatives costs B·(1 + K) pair passes: the papers' ranking loss (max-margin, δ = 1 on the pair
-# logits, hardest of K) with few negatives, AdamW with the transformer's rate and warm-up.
-_CROSS_ENCODER = Recipe("max-margin", "adamw", 2e-5, clip=1.0, negatives=4, batch_size=16, warmup=50,
-                        examples_per_epoch=1600, epochs=1000, time_budget=900.0, patience=3)
 
-#: ``fusion_fit`` where the held-out fit lost on unseen data (benchmarks/fusion_fit.json).
-_SAME = "epoch-data"
-#: Every model type by name: a fixed table (``package=None``), looked up like every other registry.
-REGISTRY: Registry[ModelType] = Registry("model type", None)
-for _entry in (
-        ModelType("bow-cnn", _DOS_SANTOS, BowCNNHyper, _BOW_CNN_PAPER, _CONV,
-                  best_recipe=_best(_BOW_CNN_PAPER, optimizer="adam", lr=1e-3), learned_bow=True,
-                  fusion_fit=_SAME),
-        ModelType("cnn", f"{_DOS_SANTOS}; Bogdanova et al. 2015", CNNHyper, _CNN_PAPER,
-                  _CONV, best_recipe=_best(_CNN_PAPER, optimizer="adam", lr=1e-3), fusion_fit=_SAME),
-        ModelType("rcnn", _LEI, RCNNHyper, _LEI_RECIPE, "es_plugin_bridge.models.rcnn:RCNNEncoder",
-                  best_recipe=_best(_LEI_RECIPE), pretrainable=True, fusion_fit=_SAME),
-        ModelType("lstm", _LEI, LSTMHyper, _LEI_RECIPE, "es_plugin_bridge.models.recurrent:RecurrentEncoder",
-                  {"cell": "lstm"}, best_recipe=_best(_LEI_RECIPE), pretrainable=True, fusion_fit=_SAME),
-        ModelType("gru", _LEI, GRUHyper, _LEI_RECIPE, "es_plugin_bridge.models.recurrent:RecurrentEncoder",
-                  {"cell": "gru"}, best_recipe=_best(_LEI_RECIPE), pretrainable=True, fusion_fit=_SAME),
-        ModelType("siamese-lstm", _P004, SiameseLSTMHyper, _P004_RECIPE,
-                  "es_plugin_bridge.models.attentive_lstm:AttentiveLSTMEncoder",
-                  best_recipe=_best(_P004_RECIPE), fusion_fit=_SAME),
-        ModelType("siamese-cnn", _P004, SiameseCNNHyper, _P004_RECIPE,
-                  "es_plugin_bridge.models.siamese_cnn:SiameseCNNEncoder", best_recipe=_best(_P004_RECIPE),
-                  fusion_fit=_SAME),
-        ModelType("transformer", "sentence-transformers bi-encoder (all-MiniLM-L6-v2 by default)",
-                  TransformerHyper, _TRANSFORMER, "es_plugin_bridge.models.transformer:TransformerEncoder",
-                  family="subword"),
-        ModelType("cross-encoder", "BERT-style pair classifier (all-MiniLM-L6-v2's network by default)",
-                  CrossEncoderHyper, _CROSS_ENCODER,
-                  "es_plugin_bridge.models.cross_encoder:CrossEncoderModel", family="pair", fusion_fit=_SAME),
-):
-    REGISTRY.add(_entry.name, _entry)
-
-#: Every type ``esrerank train`` takes.
-ALL_TYPES = tuple(REGISTRY.names())
-#: The papers' seven types (the vocabulary family, which :func:`~es_plugin_bridge.models.build_model`
-#: builds over word vectors); ALL_TYPES adds the pretrained sub-word types (transformer, cross-encoder).
-PAPER_TYPES = tuple(name for name, t in REGISTRY.items() if t.family == "vocabulary")
-PRETRAINABLE_TYPES = tuple(name for name, t in REGISTRY.items() if t.pretrainable)
+def register_types(*entries: ModelType) -> None:
+    """Register a type module's entries, in their order (each module of ``models.types`` ends with it)."""
+    for entry in entries:
+        REGISTRY.add(entry.name, entry)
 
 
 def model_type(name: str) -> ModelType:
@@ -231,6 +177,16 @@ def hyper_defaults(model_type: str) -> dict[str, Any]:
     return hyper_class(model_type)().model_dump(mode="json")
 
 
+# Last: listing the registry imports the modules of ``models.types``, which import the names above from
+# this module while it is still loading (``models.types`` imports this module first, for the same order
+# whichever module is imported first).
+#: Every type ``esrerank train`` takes.
+ALL_TYPES = tuple(REGISTRY.names())
+#: The papers' seven types (the vocabulary family, which :func:`~es_plugin_bridge.models.build_model`
+#: builds over word vectors); ALL_TYPES adds the pretrained sub-word types (transformer, cross-encoder).
+PAPER_TYPES = tuple(name for name, t in REGISTRY.items() if t.family == "vocabulary")
+PRETRAINABLE_TYPES = tuple(name for name, t in REGISTRY.items() if t.pretrainable)
+
 __all__ = ["ALL_TYPES", "LOSS_NAMES", "PAPER_TYPES", "OPTIMIZERS", "PRETRAINABLE_TYPES", "RECIPE_NAMES",
            "REGISTRY", "ModelType", "Recipe", "encoder_class", "encoder_kwargs", "hyper_class",
-           "hyper_defaults", "model_type", "parse_hyper"]
+           "hyper_defaults", "measured_best", "model_type", "parse_hyper", "register_types"]

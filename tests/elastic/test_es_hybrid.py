@@ -106,7 +106,7 @@ def check_search_body(body: Mapping[str, Any]) -> None:
 def check_knn(body: Mapping[str, Any], cls: str) -> None:
     conforms(body, cls)
     assert body["field"] == mappings.VECTOR_FIELD
-    assert body["k"] <= body["num_candidates"] <= hybrid.MAX_NUM_CANDIDATES
+    assert body["k"] <= body["num_candidates"] <= queries.MAX_NUM_CANDIDATES
     if "filter" in body:
         check_query(body["filter"])
 
@@ -161,9 +161,9 @@ def test_the_specification_states_what_the_exact_design_rests_on():
 
 @pytest.mark.parametrize("knn", ["exact", "hnsw"])
 def test_window_bodies_conform(knn):
-    first = hybrid.first_stage_search("bm25", TOKENS, 100, exclude={"q"})
-    dense = hybrid.dense_search(VECTOR, 100, "cosine", knn, exclude={"q"})
-    lines = hybrid.msearch_lines([first, dense], "esrerank-x")
+    first = queries.first_stage_search("bm25", TOKENS, 100, exclude={"q"})
+    dense = queries.dense_search(VECTOR, 100, "cosine", knn, exclude={"q"})
+    lines = queries.msearch_lines([first, dense], "esrerank-x")
     assert lines[0] == lines[2] == {"preference": "esrerank-x"}
     for header in lines[0::2]:
         conforms(header, "MultisearchHeader")
@@ -178,14 +178,14 @@ def test_window_bodies_conform(knn):
         assert script["query"]["bool"]["filter"] == [{"exists": {"field": "vector"}}]
         assert script["script"]["source"] == queries.neural_script("cosine")
         assert script["script"]["params"] == {"q": VECTOR}
-    manhattan = hybrid.exact_dense_query(VECTOR, "manhattan")
+    manhattan = queries.exact_dense_query(VECTOR, "manhattan")
     assert "l1norm(params.q, 'vector')" in manhattan["script_score"]["script"]["source"]
 
 
 def test_union_search_names_the_first_stage_and_rescores_with_query_weight_zero():
     rest = queries.rest_of_fused(VECTOR, {"12.04": 0.7, "upgrade": -0.3}, BETA, "cosine")
     union = ["a", "b", "c"]
-    body = hybrid.union_search("bm25", TOKENS, union, rest)
+    body = queries.union_search("bm25", TOKENS, union, rest)
     check_search_body(body)
     assert body["size"] == body["rescore"]["window_size"] == 3
     assert body["rescore"]["query"]["query_weight"] == 0.0
@@ -193,22 +193,22 @@ def test_union_search_names_the_first_stage_and_rescores_with_query_weight_zero(
     boolean = body["query"]["bool"]
     assert boolean["filter"] == [{"ids": {"values": union}}]
     (clause,) = boolean["should"]
-    match = {"query": "how do i upgrade to 12.04", "_name": hybrid.FIRST_STAGE_NAME}
+    match = {"query": "how do i upgrade to 12.04", "_name": queries.FIRST_STAGE_NAME}
     assert clause == {"match": {"text": match}}
     # the name sits on the match alone: its score is the first stage's, not the bool's
     assert json.dumps(body).count('"_name"') == 1
     assert "_name" in SPEC["QueryBase"]["fields"]
     with pytest.raises(AssertionError, match="2 match clauses"):
-        hybrid.named({"bool": {"should": [{"match": {"a": {}}}, {"match": {"b": {}}}]}})
+        queries.named({"bool": {"should": [{"match": {"a": {}}}, {"match": {"b": {}}}]}})
 
 
 @pytest.mark.parametrize("knn", ["exact", "hnsw"])
 def test_rrf_retriever_conforms(knn):
-    body = hybrid.rrf_retriever(similarity="lmdirichlet", tokens=TOKENS, vector=VECTOR,
+    body = queries.rrf_retriever(similarity="lmdirichlet", tokens=TOKENS, vector=VECTOR,
                                 neural_similarity="cosine", knn=knn, window=50, exclude={"q"})
     check_retriever(body)
     rrf = body["rrf"]
-    assert rrf["rank_constant"] == RRF_K == hybrid.RANK_CONSTANT == 60  # Elasticsearch's default too
+    assert rrf["rank_constant"] == RRF_K == queries.RANK_CONSTANT == 60  # Elasticsearch's default too
     assert rrf["rank_window_size"] == 50
     first, dense = rrf["retrievers"]
     assert first == {"standard": {"query": queries.first_stage_query("lmdirichlet", TOKENS, exclude={"q"})}}
@@ -221,11 +221,11 @@ def test_every_field_the_bodies_name_is_mapped():
               for sub in prop.get("fields", {})} | set(index["mappings"]["properties"])
     rest = queries.rest_of_fused(VECTOR, {"upgrade": 0.5}, BETA, "cosine")
     bodies = [
-        hybrid.first_stage_search("ib", TOKENS, 10),
-        hybrid.dense_search(VECTOR, 10, "cosine", "exact"),
-        hybrid.dense_search(VECTOR, 10, "cosine", "hnsw"),
-        hybrid.union_search("bm25", TOKENS, ["a"], rest),
-        hybrid.rrf_retriever(similarity="bm25", tokens=TOKENS, vector=VECTOR, neural_similarity="cosine",
+        queries.first_stage_search("ib", TOKENS, 10),
+        queries.dense_search(VECTOR, 10, "cosine", "exact"),
+        queries.dense_search(VECTOR, 10, "cosine", "hnsw"),
+        queries.union_search("bm25", TOKENS, ["a"], rest),
+        queries.rrf_retriever(similarity="bm25", tokens=TOKENS, vector=VECTOR, neural_similarity="cosine",
                              knn="hnsw", window=10),
     ]
     for body in bodies:
@@ -256,14 +256,14 @@ def test_the_mapping_example_is_current_and_conforms():
 
 def test_matched_queries_must_carry_scores():
     assert hybrid.first_stage_score({"_id": "a"}) == 0.0  # the first stage does not match it
-    assert hybrid.first_stage_score({"matched_queries": {hybrid.FIRST_STAGE_NAME: 2.5}}) == 2.5
+    assert hybrid.first_stage_score({"matched_queries": {queries.FIRST_STAGE_NAME: 2.5}}) == 2.5
     with pytest.raises(UserError, match="include_named_queries_score"):
-        hybrid.first_stage_score({"matched_queries": [hybrid.FIRST_STAGE_NAME]})
+        hybrid.first_stage_score({"matched_queries": [queries.FIRST_STAGE_NAME]})
 
 
 def test_fuse_union_minmaxes_over_the_union_with_zero_for_unmatched_members():
-    hits = [{"_id": "a", "_score": 1.0, "matched_queries": {hybrid.FIRST_STAGE_NAME: 4.0}},
-            {"_id": "b", "_score": 1.5, "matched_queries": {hybrid.FIRST_STAGE_NAME: 2.0}},
+    hits = [{"_id": "a", "_score": 1.0, "matched_queries": {queries.FIRST_STAGE_NAME: 4.0}},
+            {"_id": "b", "_score": 1.5, "matched_queries": {queries.FIRST_STAGE_NAME: 2.0}},
             {"_id": "c", "_score": 1.2}]  # from the vectors only: first stage 0, the union's min
     fused = dict(hybrid.fuse_union(["a", "b", "c", "gone"], hits, 0.5, 10))
     assert fused == pytest.approx({"a": 1.5, "b": 1.75, "c": 1.2})

@@ -82,39 +82,39 @@ def test_a_zero_query_vector_sends_no_vector_function():
 
 
 def test_the_exact_neighbours_and_the_union_keep_their_shape():
-    dense = opensearch_dsl.translate(hybrid.dense_search(VECTOR, 50, "cosine", "exact", exclude={"q"}))
+    dense = opensearch_dsl.translate(queries.dense_search(VECTOR, 50, "cosine", "exact", exclude={"q"}))
     script = dense["query"]["script_score"]
     assert script["script"]["source"] == \
         "(doc['vector'].size() == 0 ? 1.0 : cosineSimilarity(params.q, doc['vector']) + 1.0)"
     assert script["query"]["bool"]["filter"] == [{"exists": {"field": "vector"}}]
     assert dense["size"] == 50 and dense["_source"] is False
     rest = queries.rest_of_fused(VECTOR, {"upgrade": 0.5}, BETA, "cosine")
-    union = opensearch_dsl.translate(hybrid.union_search("bm25", TOKENS, ["a", "b"], rest))
+    union = opensearch_dsl.translate(queries.union_search("bm25", TOKENS, ["a", "b"], rest))
     (clause,) = union["query"]["bool"]["should"]
-    assert clause["match"]["text"]["_name"] == hybrid.FIRST_STAGE_NAME  # its score: matched_queries
+    assert clause["match"]["text"]["_name"] == queries.FIRST_STAGE_NAME  # its score: matched_queries
     assert union["rescore"]["query"]["query_weight"] == 0.0 and union["size"] == 2
 
 
 def test_the_knn_section_becomes_the_k_nn_query_with_num_candidates_as_k():
-    body = hybrid.dense_search(VECTOR, 50, "cosine", "hnsw", exclude={"q"})
+    body = queries.dense_search(VECTOR, 50, "cosine", "hnsw", exclude={"q"})
     sent = opensearch_dsl.translate(body)
     assert "knn" not in sent and sent["size"] == 50 and sent["_source"] is False
     assert sent["query"] == {"knn": {"vector": {
         "vector": VECTOR, "k": 500, "filter": {"bool": {"must_not": [{"ids": {"values": ["q"]}}]}}}}}
-    plain = opensearch_dsl.translate(hybrid.dense_search(VECTOR, 10, "cosine", "hnsw"))
+    plain = opensearch_dsl.translate(queries.dense_search(VECTOR, 10, "cosine", "hnsw"))
     assert plain["query"] == {"knn": {"vector": {"vector": VECTOR, "k": 100}}}
 
 
 def test_what_opensearch_cannot_read_is_refused():
-    retriever = hybrid.rrf_retriever(similarity="bm25", tokens=TOKENS, vector=VECTOR,
+    retriever = queries.rrf_retriever(similarity="bm25", tokens=TOKENS, vector=VECTOR,
                                      neural_similarity="cosine", knn="exact", window=10)
     with pytest.raises(ValueError, match="no retrievers"):
         opensearch_dsl.translate({"retriever": retriever})
-    builder = hybrid.knn_search(VECTOR, 10, vector_builder={"text_embedding": {"model_id": "m"}})
+    builder = queries.knn_search(VECTOR, 10, vector_builder={"text_embedding": {"model_id": "m"}})
     with pytest.raises(ValueError, match="query_vector_builder"):
         opensearch_dsl.translate({"knn": builder})
     with pytest.raises(ValueError, match="both knn and query"):
-        opensearch_dsl.translate({"knn": hybrid.knn_search(VECTOR, 10), "query": {"match_all": {}}})
+        opensearch_dsl.translate({"knn": queries.knn_search(VECTOR, 10), "query": {"match_all": {}}})
     with pytest.raises(ValueError, match=r"dotProduct\("):
         opensearch_dsl.painless("dotProduct(params.q, 'vector') + 1.0")
 

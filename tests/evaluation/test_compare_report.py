@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from es_plugin_bridge.cli.evaluate import run_task
 from es_plugin_bridge.elastic.results_index import (
     RESULTS_MAPPING,
     TASK_METRICS,
@@ -22,6 +21,7 @@ from es_plugin_bridge.elastic.results_index import (
 )
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.evaluation.compare import compare, write_report
+from es_plugin_bridge.evaluation.task_run import run_task
 from es_plugin_bridge.measures import RERANK_MEASURES, RETRIEVAL_MEASURES
 
 SEMEVAL = (Path(__file__).resolve().parents[2] / "es_plugin_bridge" / "samples" / "semeval2016-task3"

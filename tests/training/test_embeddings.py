@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from es_plugin_bridge.cli.embeddings import collect_sentences, embeddings_command
+from es_plugin_bridge.cli.embeddings import embeddings_command
 from es_plugin_bridge.core.vocab import PAD_ID, UNK_ID, Vocabulary
 from es_plugin_bridge.data.spec import read_spec
 from es_plugin_bridge.errors import DataFormatError, UserError
@@ -23,6 +23,7 @@ from es_plugin_bridge.training.embeddings import (
     save_embeddings,
     train_word2vec,
 )
+from es_plugin_bridge.training.word2vec_run import collect_sentences
 
 SEMEVAL_DEV = (
     resources.files("es_plugin_bridge") / "samples/semeval2016-task3/SemEval2016-Task3-CQA-QL-dev.xml"

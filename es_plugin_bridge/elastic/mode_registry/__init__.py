@@ -26,9 +26,10 @@ class ModeSpec:
     """One mode. ``requires``: per engine it runs on, the cluster version and licence it needs there, in
     ``ClusterInfo.require``'s shape (``version``: {major: (major, first minor)}, ``version_text``,
     ``licence``, ``why``); an engine it does not name needs nothing;
-    ``builder``: ``"module:attr"`` of ``build(stage, meta, *, window, sidecar,
-    cluster, allow_rerank_failures, knn) -> Mode``; ``ranker``: the in-process ranker whose order the
-    mode gives (``es evaluate`` reports the mode under that name); ``order``: its place in ``--help``;
+    ``builder``: ``"module:attr"`` of ``build(stage, meta: IndexMeta, options: ModeOptions) -> Mode``
+    (``elastic.modes.ModeOptions``: window, sidecar, cluster, allow_rerank_failures, knn);
+    ``ranker``: the in-process ranker whose order the mode gives (``es evaluate`` reports the mode under
+    that name); ``order``: its place in ``--help``;
     ``prepare``: ``"module:attr"`` of ``prepare(client, index, meta, sidecar_url, token, cluster, stack) ->
     meta``, what a throw-away run (``es evaluate``) must register before the mode can search its index
     (an inference endpoint, a search pipeline), with its removal put on ``stack``; None: nothing."""
