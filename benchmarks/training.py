@@ -5,8 +5,8 @@ Everything runs through the product's own code on real AskUbuntu data:
 1. **Throughput per model type** (default run): a ``Trainer`` is built for each model type with
    the type's default recipe (``recipe_for``: ``--recipe best``, word2vec at init included) and
    paper-size hyper-parameter defaults on the train part of an AskUbuntu split of
-   ``train_titles.tsv``; then ``Trainer._ranking_loss`` (or
-   ``_mse_loss``; ``_in_batch_loss`` for the transformer) + backward + clipping + optimiser step is
+   ``train_titles.tsv``; then the recipe's objective's loss (``training.objectives``: ranking, MSE,
+   or in-batch for the transformer) + backward + clipping + optimiser step is
    timed for ``--steps`` steps after 2 warm-up steps (fewer when ``--max-seconds`` runs out, at
    least 3). An *example* is a positive pair with its sampled negatives (ranking losses; for the
    in-batch loss the batch's other duplicates) or a labelled pair (MSE); *questions* counts
@@ -141,16 +141,16 @@ def timed_steps(
 
 
 def count_encoded(trainer: Trainer) -> list[int]:
-    """Record how many distinct questions each ``Trainer._encode`` call encodes (instance-level wrap)."""
+    """Record how many distinct questions each ``Trainer.encode`` call encodes (instance-level wrap)."""
     counts: list[int] = []
-    original = trainer._encode
+    original = trainer.encode
 
     def wrapped(questions: Sequence[Question]) -> Any:
         encoded, where = original(questions)
         counts.append(len(where))
         return encoded, where
 
-    trainer._encode = wrapped  # type: ignore[method-assign]
+    trainer.encode = wrapped  # type: ignore[method-assign]
     return counts
 
 
@@ -170,8 +170,7 @@ def model_throughput(
     recipe = trainer.recipe
     model = trainer.model
     optimizer = make_optimizer(recipe, model.parameters())
-    step_loss = {"mse": trainer._mse_loss, "in-batch": trainer._in_batch_loss}.get(recipe.loss,
-                                                                                    trainer._ranking_loss)
+    objective = trainer.objective
     examples = trainer._epoch_examples()
     size = recipe.batch_size
     encoded_counts = count_encoded(trainer)
@@ -179,7 +178,7 @@ def model_throughput(
 
     def step(i: int) -> float:
         start = (i * size) % max(len(examples) - size, 1)
-        loss = step_loss(examples[start : start + size])
+        loss = objective.loss(examples[start : start + size], trainer)
         optimizer.zero_grad()
         loss.backward()
         if recipe.clip:

@@ -38,7 +38,7 @@ TRAIN_MODULES = frozenset({
     "test_losses.py", "test_model_registry.py", "test_models_build.py", "test_models_data.py",
     "test_models_onnx.py", "test_models_rcnn.py", "test_models_training.py", "test_training_pipeline.py",
     "test_transformer_export.py", "test_transformer_training.py", "test_families.py",
-    "test_training_device.py", "test_pair_family.py", "test_domain_pretrain.py",
+    "test_training_device.py", "test_pair_family.py", "test_domain_pretrain.py", "test_objectives.py",
 })
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 

@@ -9,7 +9,8 @@
   cross-entropy of picking each query's duplicate among every duplicate of the batch, scores scaled.
 
 ``neg_mask`` [B, K] (True = a real negative) lets rows carry fewer than K negatives; a row with
-none contributes zero loss.
+none contributes zero loss. Pure functions of scores: ``training.objectives`` holds the objects that
+build a batch's scores and call them, one per loss name.
 """
 
 from __future__ import annotations
@@ -94,10 +95,6 @@ def in_batch_loss(
     if mask is not None:
         logits = logits.masked_fill(~mask, float("-inf"))
     return F.cross_entropy(logits, torch.arange(scores.shape[0], device=scores.device))
-
-
-LOSSES = {"logistic": logistic_ranking_loss, "max-margin": max_margin_loss, "mse": mse_loss,
-          "in-batch": in_batch_loss}
 
 
 def _paper_losses() -> dict[str, str]:

@@ -1,7 +1,9 @@
-"""The training loop shared by every model type: batches, the paper's loss, early stopping.
+"""The training loop shared by every model type: batches, the recipe's objective, early stopping.
 
-One epoch walks the positive pairs (ranking losses) or the labelled pairs (MSE) in a seeded
-shuffle, capped at ``examples_per_epoch`` so the dev metric is checked often on large data. After
+One epoch walks what the recipe's objective trains on (``training.objectives``: the positive pairs for
+the ranking and in-batch losses, the labelled pairs for MSE) in a seeded shuffle, capped at
+``examples_per_epoch`` so the dev metric is checked often on large data; the objective gives each
+batch's loss, asking the trainer to encode questions and to draw (or mine) negatives. After
 each epoch the dev MAP decides: a better model is checkpointed, ``patience`` epochs without one
 stop the run. ``time_budget`` bounds the whole run, from reading the data to the saved checkpoint: it
 is checked after every step, and the steps stop while there is still time for what must follow them
@@ -39,7 +41,7 @@ from es_plugin_bridge.training.examples import TrainingSet, build_training_set
 from es_plugin_bridge.training.families import BuildSetup, family_of
 from es_plugin_bridge.training.featurize import Featurizer
 from es_plugin_bridge.training.fusion_fit import fit_weights, fuse, mean_ap
-from es_plugin_bridge.training.losses import LOSSES
+from es_plugin_bridge.training.objectives import Objective, Pair, objective_for
 from es_plugin_bridge.training.plots import plot_history
 from es_plugin_bridge.training.recipes import Recipe, make_optimizer, recipe_for, warmup_schedule
 from es_plugin_bridge.training.torch_scorer import NeuralScorer
@@ -143,6 +145,7 @@ class Trainer:
         self.model: QuestionSimilarityModel = built.model
         self.featurizer: Featurizer = built.featurizer
         self.embeddings_info = built.embeddings_info
+        self.objective: Objective[Any] = objective_for(self.recipe, self.model)
         self.device = torch.device(resolve_device(cfg.device, torch.cuda.is_available(), torch.__version__))
         self.model.to(self.device)
         bf16 = self.device.type == "cuda" and torch.cuda.is_bf16_supported()
@@ -217,23 +220,17 @@ class Trainer:
             out["left"] = f"{max(0.0, left):.0f}s"
         return out
 
-    def _encode(self, questions: Sequence[Question]) -> tuple[dict[str, torch.Tensor], dict[str, int]]:
+    def encode(self, questions: Sequence[Question]) -> tuple[dict[str, torch.Tensor], dict[str, int]]:
+        """The model's encodings of the distinct ``questions`` (one featurized batch on the training
+        device), and each question id's row in them."""
         unique = list({q.id: q for q in questions}.values())
         batch = {key: value.to(self.device) for key, value in self.featurizer.batch(unique).items()}
         encoded = self.model.encode(**batch)
         return encoded, {q.id: i for i, q in enumerate(unique)}
 
-    def _index(self, rows: Sequence[int] | Sequence[float], dtype: torch.dtype = torch.long) -> torch.Tensor:
-        """A tensor on the training device (row indices by default)."""
-        return torch.tensor(rows, dtype=dtype, device=self.device)
-
-    @staticmethod
-    def _rows(encoded: dict[str, torch.Tensor], index: torch.Tensor) -> dict[str, torch.Tensor]:
-        return {key: value[index] for key, value in encoded.items()}
-
-    def _negatives(self, query_id: str, k: int) -> list[str]:
-        """``k`` negatives of a query for a ranking loss: ``recipe.hard_negatives`` of them drawn from its
-        BM25-mined ones (none by default), the rest as ``TrainingSet.negatives`` picks them."""
+    def negatives(self, query_id: str, k: int) -> list[str]:
+        """``k`` negatives of a query: ``recipe.hard_negatives`` of them drawn from its BM25-mined ones
+        (none by default), the rest as ``TrainingSet.negatives`` picks them, with the run's seeded rng."""
         n = min(self.recipe.hard_negatives, k)
         mined: list[str] = []
         if n > 0:
@@ -244,59 +241,7 @@ class Trainer:
         rest = [c for c in self.data.negatives(query_id, k, self.rng, self.pool) if c not in mined]
         return mined + rest[: k - len(mined)]
 
-    def _ranking_loss(self, batch: Sequence[tuple[str, str]]) -> torch.Tensor:
-        q = self.data.questions
-        k = self.recipe.negatives
-        negs = [self._negatives(a, k) for a, _ in batch]
-        encoded, where = self._encode(
-            [q[a] for a, _ in batch] + [q[b] for _, b in batch] + [q[n] for row in negs for n in row]
-        )
-        qa = self._rows(encoded, self._index([where[a] for a, _ in batch]))
-        qb = self._rows(encoded, self._index([where[b] for _, b in batch]))
-        pos = self.model.score(qa, qb)
-        neg_index = torch.zeros((len(batch), k), dtype=torch.long)
-        neg_mask = torch.zeros((len(batch), k), dtype=torch.bool)
-        for i, row in enumerate(negs):
-            neg_index[i, : len(row)] = torch.tensor([where[n] for n in row], dtype=torch.long)
-            neg_mask[i, : len(row)] = True
-        neg_index, neg_mask = neg_index.to(self.device), neg_mask.to(self.device)
-        neg = self.model.score_candidates(qa, self._rows(encoded, neg_index.reshape(-1)))
-        kwargs = (
-            {"gamma": self.recipe.gamma} if self.recipe.loss == "logistic" else {"margin": self.recipe.margin}
-        )
-        return LOSSES[self.recipe.loss](pos, neg, neg_mask=neg_mask, **kwargs)
-
-    def _in_batch_loss(self, batch: Sequence[tuple[str, str]]) -> torch.Tensor:
-        """Each query's duplicate against the batch's other duplicates (MultipleNegativesRankingLoss).
-
-        A column that is a known duplicate of row i's query (big clusters put several pairs of one
-        cluster in a batch) or the query itself is no negative: it is masked out of row i.
-        """
-        q, dupes = self.data.questions, self.data.duplicates
-        hard = self._hard_negatives(batch)
-        encoded, where = self._encode([q[a] for a, _ in batch] + [q[b] for _, b in batch]
-                                      + [q[h] for h in hard])
-        qa = encoded["neural"][self._index([where[a] for a, _ in batch])]
-        qb = encoded["neural"][self._index([where[b] for _, b in batch] + [where[h] for h in hard])]
-        if self.model.similarity == "manhattan":
-            scores = torch.exp(-torch.cdist(qa, qb, p=1))
-        else:  # cosine (the transformer's vectors are unit already; normalising again changes nothing)
-            scores = torch.nn.functional.normalize(qa, dim=1) @ torch.nn.functional.normalize(qb, dim=1).T
-        n = len(batch)
-        columns = [b for _, b in batch] + hard
-        keep = torch.ones((n, len(columns)), dtype=torch.bool)
-        for i, (a, b) in enumerate(batch):
-            for j, other in enumerate(columns):
-                if i != j and (other in (a, b) or other in dupes.get(a, ())):
-                    keep[i, j] = False
-        keep = keep.to(self.device)
-        loss = LOSSES["in-batch"](scores, scale=self.recipe.scale, mask=keep)
-        if getattr(self.model.hyper, "symmetric", False):
-            square = scores[:, :n]
-            loss = (loss + LOSSES["in-batch"](square.T, scale=self.recipe.scale, mask=keep[:, :n].T)) / 2
-        return loss
-
-    def _hard_negatives(self, batch: Sequence[tuple[str, str]]) -> list[str]:
+    def hard_negatives(self, batch: Sequence[Pair]) -> list[str]:
         """``recipe.hard_negatives`` BM25-mined negatives per pair of the batch (none by default): the
         in-batch loss's extra columns."""
         k = self.recipe.hard_negatives
@@ -327,24 +272,9 @@ class Trainer:
                  len(mined), k)
         return mined
 
-    def _mse_loss(self, batch: Sequence[tuple[str, str, int]]) -> torch.Tensor:
-        q = self.data.questions
-        encoded, where = self._encode([q[a] for a, _, _ in batch] + [q[b] for _, b, _ in batch])
-        qa = self._rows(encoded, self._index([where[a] for a, _, _ in batch]))
-        qb = self._rows(encoded, self._index([where[b] for _, b, _ in batch]))
-        labels = self._index([float(y) for _, _, y in batch], torch.float32)
-        return LOSSES["mse"](self.model.score(qa, qb), labels)
-
-    def _epoch_examples(self) -> list:
-        if self.recipe.loss == "mse":
-            examples = list(self.data.labelled)
-            negatives = sum(1 for *_, y in examples if y == 0)
-            if negatives < 0.3 * len(examples):  # positives-only data: one random negative each
-                for a, _ in self.data.positives:
-                    for n in self.data.negatives(a, 1, self.rng, self.pool):
-                        examples.append((a, n, 0))
-        else:
-            examples = list(self.data.positives)
+    def _epoch_examples(self) -> list[Any]:
+        """The objective's examples in a seeded shuffle, capped at ``examples_per_epoch``."""
+        examples = self.objective.examples(self)
         self.rng.shuffle(examples)
         cap = self.cfg.examples_per_epoch or self.recipe.examples_per_epoch
         return examples[:cap] if cap else examples
@@ -426,9 +356,6 @@ class Trainer:
         self.model.train()
         optimizer = make_optimizer(self.recipe, self.model.parameters())
         schedule = warmup_schedule(self.recipe, optimizer)
-        step_loss = {"mse": self._mse_loss, "in-batch": self._in_batch_loss}.get(
-            self.recipe.loss, self._ranking_loss
-        )
         best, best_epoch, stale = -1.0, 0, 0
         best_state: dict[str, torch.Tensor] | None = None
         # The model as initialised competes with every epoch when it is pretrained (a transformer:
@@ -451,7 +378,7 @@ class Trainer:
             )
             for start in bar:
                 with self._autocast():
-                    loss = step_loss(examples[start : start + size])
+                    loss = self.objective.loss(examples[start : start + size], self)
                 optimizer.zero_grad()
                 loss.backward()
                 if self.recipe.clip:

@@ -212,12 +212,12 @@ def test_a_cross_encoder_trains_on_bm25_mined_hard_negatives(tmp_path):
                       [read_spec(f"pairs:{tmp_path / 'dev.tsv'}")], tmp_path / "m")
     queries = sorted({a for a, _ in trainer.data.positives})[:20]
     for a in queries:
-        negatives = trainer._negatives(a, 3)
+        negatives = trainer.negatives(a, 3)
         mined = trainer._mined[a]
         assert len(negatives) == len(set(negatives)) == 3
         assert set(negatives[:2]) <= set(mined) and len(mined) == 10  # two from BM25's top 10
         assert a not in negatives and not set(negatives) & trainer.data.duplicates[a]
-    loss = trainer._ranking_loss(trainer.data.positives[:8])
+    loss = trainer.objective.loss(trainer.data.positives[:8], trainer)
     assert torch.isfinite(loss) and loss.requires_grad
     trainer.run()
     assert json.loads((tmp_path / "m" / "config.json").read_text())["train"]["recipe"]["hard_negatives"] == 2

@@ -68,14 +68,14 @@ def test_fine_tuning_on_real_duplicates_lowers_the_in_batch_loss(pairs):
     def mean_loss() -> float:
         trainer.model.eval()
         with torch.no_grad():
-            return float(np.mean([trainer._in_batch_loss(b).item() for b in batches]))
+            return float(np.mean([trainer.objective.loss(b, trainer).item() for b in batches]))
 
     before = mean_loss()
     optimizer = torch.optim.AdamW(trainer.model.parameters(), lr=2e-4)
     trainer.model.train()
     for _ in range(2):
         for batch in batches:
-            loss = trainer._in_batch_loss(batch)
+            loss = trainer.objective.loss(batch, trainer)
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
@@ -93,9 +93,9 @@ def test_a_known_duplicate_elsewhere_in_the_batch_is_no_negative(pairs):
     trainer.data.duplicates[a].add(d)  # pretend d is also a known duplicate of a
     trainer.model.eval()
     with torch.no_grad():
-        masked = trainer._in_batch_loss([(a, b), (c, d)]).item()
+        masked = trainer.objective.loss([(a, b), (c, d)], trainer).item()
         trainer.data.duplicates[a].discard(d)
-        unmasked = trainer._in_batch_loss([(a, b), (c, d)]).item()
+        unmasked = trainer.objective.loss([(a, b), (c, d)], trainer).item()
     assert masked < unmasked
 
 
@@ -134,16 +134,16 @@ def test_bm25_hard_negatives_are_never_known_duplicates_and_make_the_task_harder
                       show_progress=False, max_dev_queries=10)
     trainer = Trainer(cfg, [train], [dev], Path("unused"))
     batch = trainer.data.positives[:8]
-    hard = trainer._hard_negatives(batch)
+    hard = trainer.hard_negatives(batch)
     assert len(hard) == 8
     for a, _ in trainer.data.positives:
         mined = trainer._mined[a]
         assert mined and a not in mined and not set(mined) & trainer.data.duplicates[a]
     trainer.model.eval()
     with torch.no_grad():
-        with_hard = trainer._in_batch_loss(batch).item()
+        with_hard = trainer.objective.loss(batch, trainer).item()
         trainer.recipe = replace(trainer.recipe, hard_negatives=0)
-        without = trainer._in_batch_loss(batch).item()
+        without = trainer.objective.loss(batch, trainer).item()
     assert with_hard > without  # more (and harder) negative columns: a larger cross-entropy
     with pytest.raises(UserError, match="apply to the in-batch and ranking losses, not mse"):
         Trainer(TrainConfig(model_type="cnn", hard_negatives=1, loss="mse", show_progress=False), [train],
