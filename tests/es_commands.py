@@ -6,12 +6,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+from live_sidecar import post
+
 from es_plugin_bridge.cli.main import main
+from es_plugin_bridge.core.features import bow_features
+from es_plugin_bridge.data.types import Question
+from es_plugin_bridge.elastic import mappings
 
 SAMPLES = Path(__file__).resolve().parents[1] / "es_plugin_bridge" / "samples"
 SEMEVAL_DEV = SAMPLES / "semeval2016-task3" / "SemEval2016-Task3-CQA-QL-dev.xml"
 TITLES = SAMPLES / "askubuntu-pairs" / "train_titles.tsv"
 TOKEN = "es-commands-t0ken"
+#: How far a stored vector component may be from the sidecar's own: float noise of the encoder across
+#: batches (tests/opensearch/test_opensearch_ingest.py explains the bound).
+VECTOR_TOLERANCE = 1e-6
 
 
 def common(opensearch, sidecar_url: str) -> list[str]:
@@ -26,3 +35,33 @@ def run(argv: list[str]) -> int:
     except SystemExit as exc:
         return int(exc.code or 0)
     return 0
+
+
+def sources(opensearch, index: str) -> dict[str, dict]:
+    answer = opensearch.ok("POST", f"/{index}/_search", {"size": 10_000, "query": {"match_all": {}}})
+    return {hit["_id"]: hit["_source"] for hit in answer["hits"]["hits"]}
+
+
+def embeddings(url: str, questions: list[Question]) -> dict[str, dict]:
+    """The sidecar's own ``/v1/embed`` answer per question (500 texts a call)."""
+    out = {}
+    for start in range(0, len(questions), 500):
+        batch = questions[start:start + 500]
+        status, answer = post(f"{url}/v1/embed", {"texts": [mappings.rerank_text(q) for q in batch]}, TOKEN)
+        assert status == 200, answer
+        out.update({q.id: e for q, e in zip(batch, answer["embeddings"], strict=True)})
+    return out
+
+
+def assert_stored_as_embedded(stored: dict, embedding: dict, question: Question) -> None:
+    """One document holds the sidecar's vector (:data:`VECTOR_TOLERANCE`) and BOW (float32-equal)."""
+    assert stored["rerank_text"] == mappings.rerank_text(question)
+    if mappings.has_direction(embedding["vector"]):
+        gap = np.abs(np.float32(stored["vector"]) - np.float32(embedding["vector"])).max()
+        assert gap <= VECTOR_TOLERANCE, (question.id, gap)
+    else:
+        assert "vector" not in stored  # the k-NN plugin refuses a zero vector under cosinesimil
+    want = bow_features(embedding["terms"])
+    got = stored.get("bow", {})
+    assert set(got) == set(want), question.id
+    assert all(np.float32(got[key]) == np.float32(want[key]) for key in want), question.id

@@ -72,9 +72,9 @@ def es_group() -> None:
     "--from-index",
     default=None,
     metavar="THEIRS",
-    help="Take the questions from your own index THEIRS (Elasticsearch embeds them: needs enterprise "
-    "or trial, 8.19/9.1+; a model without vectors needs neither): copied into --index by _reindex, or "
-    "extended with --in-place.",
+    help="Take the questions from your own index THEIRS, which the cluster embeds (Elasticsearch: needs "
+    "enterprise or trial, 8.19/9.1+; OpenSearch: ml-commons and neural-search; a model without vectors "
+    "needs neither): copied into --index by _reindex, or extended with --in-place.",
 )
 @click.option("--title-field", default="title", show_default=True, help="With --from-index: the title field.")
 @click.option("--body-field", default="body", show_default=True, help="With --from-index: the body field.")

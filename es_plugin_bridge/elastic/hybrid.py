@@ -364,11 +364,9 @@ def _checked_embedder(mode: str, stage: ElasticsearchFirstStage, meta: IndexMeta
             f"mode {mode} searches the model's vectors; index {stage.index} holds none (it was set up "
             "with --no-vectors or without a model)"
         )
-    if options.knn == "hnsw" and meta.neural_similarity != "cosine":
-        raise UserError(
-            f"--knn hnsw needs a cosine model; {meta.model} compares vectors by {meta.neural_similarity} "
-            "distance, which no knn similarity computes: use --knn exact"
-        )
+    if options.knn == "hnsw" and meta.hnsw_off_reason is not None:
+        raise UserError(f"--knn hnsw cannot search index {stage.index}: {meta.hnsw_off_reason}; "
+                        "use --knn exact")
     if options.knn == "hnsw":
         num_candidates(options.window)  # refuses a window above Elasticsearch's cap, before any call
     return SidecarEmbedder.reaching(options.sidecar)

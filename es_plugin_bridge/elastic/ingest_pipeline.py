@@ -94,7 +94,7 @@ def embedding_endpoint(sidecar_url: str, token: str | None, task_type: str) -> d
     }
 
 
-def _text_processors(title_field: str, body_field: str, user_text: bool) -> list[dict[str, Any]]:
+def text_processors(title_field: str, body_field: str, user_text: bool) -> list[dict[str, Any]]:
     """The scripts that fill ``text`` (``user_text``: from the user's fields) and ``rerank_text``."""
     first: list[dict[str, Any]] = []
     if user_text:
@@ -128,7 +128,7 @@ def pipeline_body(
     from the title and body fields, for an index whose first stage is the user's own analyzer."""
     return {
         "description": description,
-        "processors": _text_processors(title_field, body_field, user_text) + [
+        "processors": text_processors(title_field, body_field, user_text) + [
             {"inference": {
                 "tag": "esrerank-vector",
                 "model_id": embed_id,
@@ -156,7 +156,7 @@ def text_pipeline_body(*, title_field: str = "title", body_field: str = "body") 
     sidecar call at index time, any licence."""
     return {
         "description": "esrerank: text and rerank_text of a question (the model has no vectors to store)",
-        "processors": _text_processors(title_field, body_field, True),
+        "processors": text_processors(title_field, body_field, True),
     }
 
 

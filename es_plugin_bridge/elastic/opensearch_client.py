@@ -25,6 +25,11 @@ class Answer(dict):
         super().__init__(body or {})
         self.meta = SimpleNamespace(status=status)
 
+    @property
+    def body(self) -> dict[str, Any]:
+        """The JSON itself, as elasticsearch-py's ``ObjectApiResponse.body``."""
+        return dict(self)
+
 
 def _drop_none(values: Mapping[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in values.items() if value is not None}
@@ -43,6 +48,7 @@ class OpenSearchClient:
         self._os = client
         self._ignore = frozenset(ignore_status)
         self.indices = _Indices(self)
+        self.tasks = _Tasks(self)
 
     @property
     def raw(self) -> Any:
@@ -112,6 +118,32 @@ class OpenSearchClient:
     def bulk(self, *, operations: list[Any], index: str | None = None) -> Answer:
         return self._call(self._os.bulk, body=operations, index=index)
 
+    def reindex(self, *, source: Any, dest: Any, script: Any = None,
+                wait_for_completion: bool | None = None) -> Answer:
+        """``POST _reindex`` (the reindex module); ``wait_for_completion=False`` answers ``{"task": id}``."""
+        params = _drop_none({"wait_for_completion": _flag(wait_for_completion)})
+        body = _drop_none({"source": source, "dest": dest, "script": script})
+        return self._call(self._os.reindex, body=body, params=params)
+
+    def update_by_query(self, *, index: str, pipeline: str | None = None, conflicts: str | None = None,
+                        wait_for_completion: bool | None = None) -> Answer:
+        """``POST /index/_update_by_query`` of every document, through ``pipeline``."""
+        params = _drop_none({"pipeline": pipeline, "conflicts": conflicts,
+                             "wait_for_completion": _flag(wait_for_completion)})
+        return self._call(self._os.update_by_query, index=index, params=params)
+
+
+def _flag(value: bool | None) -> str | None:
+    return None if value is None else str(bool(value)).lower()
+
+
+class _Tasks:
+    def __init__(self, owner: OpenSearchClient) -> None:
+        self._owner = owner
+
+    def get(self, *, task_id: str) -> Answer:
+        return self._owner._call(self._owner.raw.tasks.get, task_id=task_id)
+
 
 class _Indices:
     def __init__(self, owner: OpenSearchClient) -> None:
@@ -136,6 +168,15 @@ class _Indices:
 
     def get_mapping(self, *, index: str) -> Answer:
         return self._owner._call(self._os.get_mapping, index=index)
+
+    def get(self, *, index: str) -> Answer:
+        """``GET /index``: its mappings and settings (a user's index, ``es setup --from-index``)."""
+        return self._owner._call(self._os.get, index=index)
+
+    def put_mapping(self, *, index: str, properties: Any, meta: Any = None) -> Answer:
+        """``PUT /index/_mapping``: fields added, ``_meta`` replaced whole when given."""
+        body = _drop_none({"properties": properties, "_meta": meta})
+        return self._owner._call(self._os.put_mapping, index=index, body=body)
 
 
 def connect(url: str, *, username: str | None = None, password: str | None = None,

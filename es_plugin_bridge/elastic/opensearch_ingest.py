@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from es_plugin_bridge.elastic.ingest_pipeline import CLEAN_SCRIPT, RERANK_TEXT_SCRIPT
+from es_plugin_bridge.elastic.ingest_pipeline import CLEAN_SCRIPT, text_processors
 from es_plugin_bridge.elastic.mappings import BOW_FIELD, RERANK_FIELD, VECTOR_FIELD
 from es_plugin_bridge.elastic.opensearch_ml import register_remote_model, request, trust, url_regex
 from es_plugin_bridge.errors import UserError
@@ -113,16 +113,17 @@ def connector_body(sidecar_url: str, token: str, output: str) -> dict[str, Any]:
     }
 
 
-def pipeline_body(*, vector_model: str, bow_model: str, neural_similarity: str) -> dict[str, Any]:
+def pipeline_body(*, vector_model: str, bow_model: str, neural_similarity: str, title_field: str = "title",
+                  body_field: str = "body", user_text: bool = False) -> dict[str, Any]:
     """``PUT _ingest/pipeline/<id>``: ``rerank_text`` from title and body (Elasticsearch's Painless, so a
-    plain ``_bulk`` of ``title``, ``body`` and ``text`` suffices), then ``vector``, ``bow``, clean-up."""
+    plain ``_bulk`` of ``title``, ``body`` and ``text`` suffices), then ``vector``, ``bow``, clean-up.
+    ``user_text`` (a user's index, ``es setup --from-index``) also fills ``text`` from their title and
+    body fields, as on Elasticsearch (``ingest_pipeline.text_processors``)."""
     return {
         "description": "esrerank: rerank_text, vector and bow of a question, embedded by the sidecar "
                        "through ml-commons (neural-search text_embedding and sparse_encoding)",
         "processors": [
-            {"script": {"tag": "esrerank-rerank-text", "lang": "painless", "source": RERANK_TEXT_SCRIPT,
-                        "params": {"title": "title", "body": "body", "out": RERANK_FIELD,
-                                   "open": "${", "safe": "&#36;{"}}},
+            *text_processors(title_field, body_field, user_text),
             {"text_embedding": {"tag": "esrerank-vector", "model_id": vector_model,
                                 "field_map": {RERANK_FIELD: VECTOR_FIELD}, "batch_size": BATCH_SIZE,
                                 "ignore_failure": False}},
@@ -141,7 +142,8 @@ def pipeline_id(index: str) -> str:
 
 
 def register_ingest_embedding(client: Any, index: str, sidecar_url: str, token: str | None,
-                              neural_similarity: str) -> dict[str, str]:
+                              neural_similarity: str, *, title_field: str = "title", body_field: str = "body",
+                              user_text: bool = False) -> dict[str, str]:
     """Trust ``/v1/embed``, register and deploy the ``vector`` and ``bow`` models, put the ingest
     pipeline and try it on one question (so a sidecar OpenSearch cannot reach fails ``es setup``, not
     every batch of ``es index``); the ids, as ``_meta.esrerank.embedding`` keeps them."""
@@ -155,15 +157,24 @@ def register_ingest_embedding(client: Any, index: str, sidecar_url: str, token: 
     pipeline = pipeline_id(index)
     request(client, f"creating ingest pipeline {pipeline}", "PUT", f"/_ingest/pipeline/{pipeline}",
             pipeline_body(vector_model=ids["vector_model"], bow_model=ids["bow_model"],
-                          neural_similarity=neural_similarity))
-    _try_pipeline(client, pipeline, index, sidecar_url)
+                          neural_similarity=neural_similarity, title_field=title_field, body_field=body_field,
+                          user_text=user_text))
+    _try_pipeline(client, pipeline, index, sidecar_url, title_field, body_field)
     return {"pipeline": pipeline, "sidecar": sidecar_url.rstrip("/"), **ids}
 
 
-def _try_pipeline(client: Any, pipeline: str, index: str, sidecar_url: str) -> None:
-    """``_simulate`` the pipeline on one question; UserError naming the sidecar when it embeds nothing."""
-    doc = {"_index": index, "_id": "esrerank-check",
-           "_source": {"title": "How do I install Ubuntu?", "body": "<p>From a USB stick.</p>"}}
+def _try_pipeline(client: Any, pipeline: str, index: str, sidecar_url: str, title_field: str = "title",
+                  body_field: str = "body") -> None:
+    """``_simulate`` the pipeline on one question (in the title and body fields it reads, dotted paths
+    nested); UserError naming the sidecar when it embeds nothing."""
+    source: dict[str, Any] = {}
+    for path, text in ((title_field, "How do I install Ubuntu?"), (body_field, "<p>From a USB stick.</p>")):
+        *parents, leaf = path.split(".")
+        node = source
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = text
+    doc = {"_index": index, "_id": "esrerank-check", "_source": source}
     answer = request(client, f"trying ingest pipeline {pipeline}", "POST",
                      f"/_ingest/pipeline/{pipeline}/_simulate", {"docs": [doc]})
     result = (answer.get("docs") or [{}])[0]

@@ -13,6 +13,7 @@ from typing import Any
 
 from es_plugin_bridge.elastic import mappings
 from es_plugin_bridge.elastic.connection import ClusterInfo, call
+from es_plugin_bridge.elastic.mappings import VECTOR_FIELD
 from es_plugin_bridge.elastic.setup import (
     META_KEY,
     IndexMeta,
@@ -21,10 +22,10 @@ from es_plugin_bridge.elastic.setup import (
 )
 from es_plugin_bridge.elastic.user_index import (
     SourceIndex,
+    copy_into,
     describe,
+    extend_in_place,
     in_place_properties,
-    reindex_body,
-    wait_for_task,
 )
 from es_plugin_bridge.errors import UserError
 
@@ -67,23 +68,11 @@ def provision(
 
     Elasticsearch embeds at ingest wherever the cluster can (the default, unchanged);
     ``embed_at_ingest`` only makes a cluster that cannot a one-line error before the index is made."""
-    theirs: SourceIndex | None = None
-    if source is not None:
-        theirs = describe(client, source.index, source.title_field, source.body_field, source.id_field)
-        if source.in_place:
-            index = source.index
-            # their similarity settings are static: only Elasticsearch's default BM25 is on their field
-            meta = replace(meta, fusion={k: v for k, v in meta.fusion.items() if k == "bm25"})
-        meta = replace(meta, source=theirs.as_meta(source.in_place))
+    theirs, index, meta = _user_source(client, source, index, meta)
     if no_vectors:
         meta = replace(meta, dimension=None)
     in_place = source is not None and source.in_place
-    if in_place:
-        in_place_properties(theirs, {})  # refuses before anything is created when a field is taken
-    elif call("checking the index", client.indices.exists, index=index):
-        if not recreate:
-            raise UserError(f"index {index} already exists (--recreate deletes it first)")
-        call(f"deleting {index}", client.indices.delete, index=index)
+    _make_room(client, index, theirs if in_place else None, recreate)
     embedding, embed_off = register_embedding(client, index, meta, sidecar_from_es, token, cluster)
     if embed_at_ingest and not embedding.get("text_embedding"):
         raise UserError(f"--embed-at-ingest: Elasticsearch cannot embed at ingest here: {embed_off}")
@@ -101,8 +90,9 @@ def provision(
         analysis=theirs.analysis if theirs is not None else None,
     )
     if in_place:
-        _extend_in_place(client, theirs, body, meta, progress)  # type: ignore[arg-type]
-        done.lines.append(f"added the reranker's fields to {index} and filled them (_update_by_query)")
+        assert theirs is not None
+        done.lines.append(extend_in_place(client, theirs, body["mappings"]["properties"], META_KEY,
+                                          meta.as_dict(), embedding["pipeline"], progress=progress))
     else:
         call(f"creating index {index}", client.indices.create, index=index, **body)
         done.lines.append(
@@ -111,28 +101,34 @@ def provision(
             f"{cluster.version_text} ({cluster.licence} licence)"
         )
         if theirs is not None:
-            task = call(f"copying {theirs.index} into {index}", client.reindex,
-                        **reindex_body(theirs, index, embedding.get("pipeline")), wait_for_completion=False)
-            response = wait_for_task(client, task["task"], f"_reindex {theirs.index} → {index}",
-                                     progress=progress)
-            call(f"refreshing {index}", client.indices.refresh, index=index)
-            done.lines.append(f"copied {response.get('created', 0) + response.get('updated', 0)} questions "
-                              f"from {theirs.index} (their index is unchanged)")
+            done.lines.append(copy_into(client, theirs, index, embedding.get("pipeline"), progress=progress))
     done.lines += _mode_lines(cluster, meta, endpoints, native_off, embedding, embed_off)
     return done
 
 
-def _extend_in_place(client: Any, theirs: SourceIndex, body: dict[str, Any], meta: IndexMeta,
-                     progress: bool) -> None:
-    """Add the product's fields and ``_meta.esrerank`` to the user's index, then fill every document."""
-    added = in_place_properties(theirs, body["mappings"]["properties"])
-    merged_meta = {**theirs.meta, META_KEY: meta.as_dict()}  # _meta is replaced whole: keep theirs
-    call(f"adding the reranker's fields to {theirs.index}", client.indices.put_mapping, index=theirs.index,
-         properties=added, meta=merged_meta)
-    task = call(f"embedding the questions of {theirs.index}", client.update_by_query, index=theirs.index,
-                pipeline=meta.embedding["pipeline"], conflicts="proceed", wait_for_completion=False)
-    wait_for_task(client, task["task"], f"_update_by_query {theirs.index}", progress=progress)
-    call(f"refreshing {theirs.index}", client.indices.refresh, index=theirs.index)
+def _user_source(client: Any, source: FromIndex | None, index: str,
+                 meta: IndexMeta) -> tuple[SourceIndex | None, str, IndexMeta]:
+    """``--from-index``: their index described, the index the product writes (theirs, in place) and the
+    meta that records where the questions come from; in place only BM25 is offered (their similarity
+    settings are static: only the engine's default BM25 is on their field)."""
+    if source is None:
+        return None, index, meta
+    theirs = describe(client, source.index, source.title_field, source.body_field, source.id_field)
+    if source.in_place:
+        index = source.index
+        meta = replace(meta, fusion={k: v for k, v in meta.fusion.items() if k == "bm25"})
+    return theirs, index, replace(meta, source=theirs.as_meta(source.in_place))
+
+
+def _make_room(client: Any, index: str, in_place: SourceIndex | None, recreate: bool) -> None:
+    """Before anything is registered: in place, refuse when their index already has a product field;
+    else the new index must not exist (``--recreate`` deletes it)."""
+    if in_place is not None:
+        in_place_properties(in_place, {})
+    elif call("checking the index", client.indices.exists, index=index):
+        if not recreate:
+            raise UserError(f"index {index} already exists (--recreate deletes it first)")
+        call(f"deleting {index}", client.indices.delete, index=index)
 
 
 def _mode_lines(cluster: ClusterInfo, meta: IndexMeta, endpoints: dict[str, str], native_off: str | None,
@@ -167,35 +163,50 @@ def _mode_lines(cluster: ClusterInfo, meta: IndexMeta, endpoints: dict[str, str]
 
 def provision_opensearch(client: Any, cluster: ClusterInfo, index: str, meta: IndexMeta, *, sidecar: str,
                          token: str | None, recreate: bool = False, no_vectors: bool = False,
-                         embed_at_ingest: bool = False) -> Provisioned:
+                         embed_at_ingest: bool = False, source: FromIndex | None = None,
+                         progress: bool = True) -> Provisioned:
     """``es setup`` on OpenSearch: the questions index (the same similarities, analyzer and fields as on
     Elasticsearch; the vector a k-NN ``knn_vector``, the BOW terms ``rank_features``) and the search
     pipeline through which OpenSearch calls the sidecar. ``es index`` embeds on the client, or, with
     ``embed_at_ingest``, OpenSearch does, in the index's default ingest pipeline
-    (``elastic/opensearch_ingest.py``)."""
-    from es_plugin_bridge.elastic.opensearch_ingest import register_ingest_embedding
+    (``elastic/opensearch_ingest.py``). With ``source`` (``--from-index``) the questions come from the
+    user's index, copied or extended in place through that pipeline (OpenSearch embeds them: neural-search
+    is there on any licence); a model without vectors gets a scripts-only pipeline for ``text`` and
+    ``rerank_text``."""
     from es_plugin_bridge.elastic.opensearch_rerank import register_rerank
 
+    theirs, index, meta = _user_source(client, source, index, meta)
     if no_vectors:
         meta = replace(meta, dimension=None)
     if embed_at_ingest and meta.no_vectors_reason is not None:
         raise UserError(f"--embed-at-ingest: nothing to embed ({meta.no_vectors_reason})")
-    if call("checking the index", client.indices.exists, index=index):
-        if not recreate:
-            raise UserError(f"index {index} already exists (--recreate deletes it first)")
-        call(f"deleting {index}", client.indices.delete, index=index)
+    in_place = theirs if source is not None and source.in_place else None
+    if in_place is not None and not in_place.knn:  # no graph can be added to their index: exact only
+        meta = replace(meta, source={**meta.source, "hnsw": False})
+    _make_room(client, index, in_place, recreate)
     registered = register_rerank(client, index, sidecar, token)
-    embedding = (register_ingest_embedding(client, index, sidecar, token, meta.neural_similarity)
-                 if embed_at_ingest else {})
+    needed = embed_at_ingest or theirs is not None
+    embedding = _opensearch_pipeline(client, index, meta, sidecar, token, needed)
     meta = replace(meta, search_pipeline=registered["search_pipeline"], embedding=embedding)
     body = mappings.index_body(dimension=meta.dimension, neural_similarity=meta.neural_similarity,
                                meta=meta.as_dict(), knn_plugin=True,
-                               default_pipeline=embedding.get("pipeline"))
-    call(f"creating index {index}", client.indices.create, index=index, **body)
+                               default_pipeline=None if in_place else embedding.get("pipeline"),
+                               analyzer=theirs.analyzer if theirs is not None else None,
+                               analysis=theirs.analysis if theirs is not None else None)
+    if meta.hnsw_off_reason is not None and VECTOR_FIELD in body["mappings"]["properties"]:
+        body["mappings"]["properties"][VECTOR_FIELD] = {"type": "knn_vector", "dimension": meta.dimension}
     done = Provisioned(index, meta)
     vectors = "no vectors" if meta.dimension is None else f"{meta.dimension}-d vectors"
+    if in_place is not None:
+        done.lines.append(extend_in_place(client, in_place, body["mappings"]["properties"], META_KEY,
+                                          meta.as_dict(), embedding["pipeline"], progress=progress))
+    else:
+        call(f"creating index {index}", client.indices.create, index=index, **body)
+        done.lines.append(f"created index {index} for {meta.model} ({meta.model_type}, {vectors}) on "
+                          f"{cluster.name}")
+        if theirs is not None:
+            done.lines.append(copy_into(client, theirs, index, embedding["pipeline"], progress=progress))
     done.lines += [
-        f"created index {index} for {meta.model} ({meta.model_type}, {vectors}) on {cluster.name}",
         f"registered ml-commons model {registered['model_id']} (connector {registered['connector_id']}) "
         f"calling {sidecar.rstrip('/')}/v1/rerank",
         *_opensearch_mode_lines(cluster, meta, registered["search_pipeline"]),
@@ -203,13 +214,44 @@ def provision_opensearch(client: Any, cluster: ClusterInfo, index: str, meta: In
     return done
 
 
-def _opensearch_embeds_line(embedding: dict[str, str]) -> str:
-    """Who embeds the questions on OpenSearch: its ingest pipeline (and through what), or this client."""
-    if not embedding.get("pipeline"):
+def _opensearch_pipeline(client: Any, index: str, meta: IndexMeta, sidecar: str, token: str | None,
+                         needed: bool) -> dict[str, str]:
+    """The index's ingest pipeline when ``needed`` (embedding at ingest, or questions from the user's
+    index): one that embeds through the sidecar, or, for a model without vectors, the scripts that fill
+    ``text`` and ``rerank_text`` only; {} when not needed."""
+    from es_plugin_bridge.elastic.ingest_pipeline import text_pipeline_body
+    from es_plugin_bridge.elastic.opensearch_ingest import pipeline_id, register_ingest_embedding
+    from es_plugin_bridge.elastic.opensearch_ml import request
+
+    if not needed:
+        return {}
+    if meta.no_vectors_reason is None:
+        return register_ingest_embedding(client, index, sidecar, token, meta.neural_similarity,
+                                         title_field=meta.title_field, body_field=meta.body_field,
+                                         user_text=bool(meta.source))
+    pipeline = pipeline_id(index)
+    request(client, f"creating ingest pipeline {pipeline}", "PUT", f"/_ingest/pipeline/{pipeline}",
+            text_pipeline_body(title_field=meta.title_field, body_field=meta.body_field))
+    return {"pipeline": pipeline}
+
+
+def _opensearch_embeds_line(meta: IndexMeta) -> str:
+    """Who embeds the questions on OpenSearch: its ingest pipeline (and through what), or this client;
+    for a user's index, what its pipeline filled and how later writes go through it."""
+    embedding, source = meta.embedding, meta.source
+    pipeline = embedding.get("pipeline")
+    if not pipeline:
         return "OpenSearch embeds: no (es index embeds on the client through the sidecar's /v1/embed)"
+    if source.get("in_place"):
+        how = (f"filled {source['index']} by _update_by_query; send later writes to it with "
+               f"?pipeline={pipeline}")
+    else:
+        how = "the index's default_pipeline: es index sends the text only"
+    if not embedding.get("vector_model"):
+        return f"ingest pipeline {pipeline}: text and rerank_text from your fields ({how})"
     return (f"OpenSearch embeds: ml-commons models {embedding['vector_model']} (vector) and "
             f"{embedding['bow_model']} (bow) calling {embedding['sidecar']}/v1/embed; ingest pipeline "
-            f"{embedding['pipeline']} (the index's default_pipeline): es index sends the text only")
+            f"{pipeline} ({how})")
 
 
 def _opensearch_mode_lines(cluster: ClusterInfo, meta: IndexMeta, pipeline: str) -> list[str]:
@@ -218,19 +260,19 @@ def _opensearch_mode_lines(cluster: ClusterInfo, meta: IndexMeta, pipeline: str)
     from es_plugin_bridge.elastic.mode_registry import mode_names, vector_modes
 
     no_vectors = meta.no_vectors_reason
+    lines = [_opensearch_embeds_line(meta)] if no_vectors is None or meta.embedding else []
     if no_vectors is None:
-        lines = [_opensearch_embeds_line(meta.embedding),
-                 "mode vectors: ready, two calls (OpenSearch has no linear or rescorer retriever)"]
+        lines.append("mode vectors: ready, two calls (OpenSearch has no linear or rescorer retriever)")
         try:
             cluster.require("hybrid")
-            exact = " (exact knn only: Manhattan vectors have no HNSW)"
-            lines.append("mode hybrid:  ready" + ("" if meta.neural_similarity == "cosine" else exact))
+            off = meta.hnsw_off_reason
+            lines.append("mode hybrid:  ready" + ("" if off is None else f" (--knn exact only: {off})"))
         except UserError as exc:
             lines.append(f"mode hybrid:  unavailable ({exc})")
         lines.append("mode hybrid-rrf: ready (the client fuses: OpenSearch has no rrf retriever)")
     else:
         hint = "; use rerank or bridge" if meta.pairwise else ""
-        lines = [f"mode {mode}: unavailable ({no_vectors}{hint})" for mode in vector_modes()]
+        lines += [f"mode {mode}: unavailable ({no_vectors}{hint})" for mode in vector_modes()]
     lines += [f"mode rerank:  ready (search pipeline {pipeline})", "mode bridge:  ready"]
     elsewhere = [mode for mode in mode_names() if mode not in mode_names(cluster.engine)]
     if elsewhere:
@@ -256,11 +298,9 @@ def setup_index(connection: Any, model_dir: Any, index: str, sidecar: Any, *, si
     cluster = cluster_info(client)
     reached = sidecar_from_es or sidecar.url
     if cluster.is_opensearch:
-        if source is not None:
-            raise UserError("--from-index is for Elasticsearch; on OpenSearch, index your questions with "
-                            "`esrerank es index`")
         return provision_opensearch(client, cluster, index, meta, sidecar=reached, token=sidecar.token,
-                                    recreate=recreate, no_vectors=no_vectors, embed_at_ingest=embed_at_ingest)
+                                    recreate=recreate, no_vectors=no_vectors, embed_at_ingest=embed_at_ingest,
+                                    source=source, progress=progress)
     return provision(client, cluster, index, meta, sidecar_from_es=reached, token=sidecar.token,
                      recreate=recreate, no_vectors=no_vectors, source=source, progress=progress,
                      embed_at_ingest=embed_at_ingest)

@@ -113,6 +113,17 @@ class IndexMeta:
         return None
 
     @property
+    def hnsw_off_reason(self) -> str | None:
+        """Why the index's vectors have no HNSW graph (``--knn hnsw`` cannot search them), or None."""
+        if self.neural_similarity != "cosine":
+            return (f"{self.model} compares vectors by {self.neural_similarity} distance, which no knn "
+                    "similarity computes")
+        if self.source.get("hnsw") is False:
+            return (f"the vectors were added in place to {self.source.get('index')}, which is not a k-NN "
+                    "index (index.knn is a static setting), so they have no HNSW graph")
+        return None
+
+    @property
     def title_field(self) -> str:
         return str(self.source.get("title_field", "title")) if self.source.get("in_place") else "title"
 

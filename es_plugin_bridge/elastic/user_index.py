@@ -1,9 +1,10 @@
 """A user's own index as the source of questions: ``es setup MODEL_DIR --from-index THEIRS``.
 
-Two ways, the user chooses:
+Two ways, the user chooses, on Elasticsearch and on OpenSearch alike (the calls below are the same
+on both; OpenSearch embeds through ml-commons and neural-search, ``elastic/opensearch_ingest.py``):
 
 - **copy** (default): a new questions index in the product's layout, filled from theirs by ``_reindex``
-  through the ingest pipeline (Elasticsearch embeds; their index is not touched). A reindex script
+  through the ingest pipeline (the cluster embeds; their index is not touched). A reindex script
   maps their title, body and (optionally) id fields onto ``title``, ``body`` and ``_id``.
 - **in place** (``--in-place``): the product's fields (``text``, ``rerank_text``, ``vector``, ``bow``) are
   added to their mapping and filled by ``_update_by_query`` through the pipeline; their documents,
@@ -13,7 +14,7 @@ Either way the first stage is BM25 over **their analyzer** (the analyzer of thei
 title and body text, not over the product's own tokens: Elasticsearch cannot run the product's text
 pipeline. The learned β was fit on the product's tokens; ``benchmarks/user_analyzer.py`` measures what
 that costs. In place, their index's similarity settings cannot change (static settings), so the first
-stage is Elasticsearch's default BM25 (k1 1.2, b 0.75, the product's too) and LM-Dirichlet is not offered.
+stage is the engine's default BM25 (k1 1.2, b 0.75, the product's too) and LM-Dirichlet is not offered.
 
 Request shapes: ``_reindex`` (``specification/_global/reindex/ReindexRequest.ts``: ``source``,
 ``dest`` with ``pipeline``, ``script``), ``_update_by_query`` (``pipeline``, ``conflicts``,
@@ -59,6 +60,9 @@ class SourceIndex:
     analysis: dict[str, Any]
     properties: dict[str, Any]
     meta: dict[str, Any]
+    #: OpenSearch: the index is a k-NN index (``index.knn``, a static setting), where a ``knn_vector`` added
+    #: in place can have an HNSW graph; elsewhere its vectors can only be scored exactly.
+    knn: bool = False
 
     def as_meta(self, in_place: bool) -> dict[str, Any]:
         return {"index": self.index, "title_field": self.title_field, "body_field": self.body_field,
@@ -104,6 +108,7 @@ def describe(client: Any, index: str, title_field: str, body_field: str, id_fiel
         analysis=dict(settings.get("analysis") or {}),
         properties=properties,
         meta=dict((body.get("mappings") or {}).get("_meta") or {}),
+        knn=str(settings.get("knn", "false")).lower() == "true",
     )
 
 
@@ -170,3 +175,29 @@ def wait_for_task(client: Any, task_id: str, what: str, *, poll: float = 1.0, pr
         raise UserError(f"{what}: {len(failures)} documents failed (first {first.get('id')!r}: "
                         f"{cause.get('type')}: {cause.get('reason')}); nothing else was skipped")
     return response
+
+
+def copy_into(client: Any, theirs: SourceIndex, index: str, pipeline: str | None, *, progress: bool) -> str:
+    """Copy: ``_reindex`` their documents into the new ``index`` through ``pipeline``, followed to its end
+    (any failed document fails the run, naming the first); the line saying what was copied."""
+    task = call(f"copying {theirs.index} into {index}", client.reindex,
+                **reindex_body(theirs, index, pipeline), wait_for_completion=False)
+    response = wait_for_task(client, task["task"], f"_reindex {theirs.index} → {index}", progress=progress)
+    call(f"refreshing {index}", client.indices.refresh, index=index)
+    copied = response.get("created", 0) + response.get("updated", 0)
+    return f"copied {copied} questions from {theirs.index} (their index is unchanged)"
+
+
+def extend_in_place(client: Any, theirs: SourceIndex, properties: Mapping[str, Any], meta_key: str,
+                    meta: Mapping[str, Any], pipeline: str, *, progress: bool) -> str:
+    """In place: add the product's fields (from the product's own ``properties``) and ``_meta[meta_key]``
+    to their index, keeping their ``_meta``; then fill every document through ``pipeline``."""
+    added = in_place_properties(theirs, properties)
+    merged_meta = {**theirs.meta, meta_key: dict(meta)}  # _meta is replaced whole: keep theirs
+    call(f"adding the reranker's fields to {theirs.index}", client.indices.put_mapping, index=theirs.index,
+         properties=added, meta=merged_meta)
+    task = call(f"embedding the questions of {theirs.index}", client.update_by_query, index=theirs.index,
+                pipeline=pipeline, conflicts="proceed", wait_for_completion=False)
+    wait_for_task(client, task["task"], f"_update_by_query {theirs.index}", progress=progress)
+    call(f"refreshing {theirs.index}", client.indices.refresh, index=theirs.index)
+    return f"added the reranker's fields to {theirs.index} and filled them (_update_by_query)"

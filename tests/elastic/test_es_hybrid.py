@@ -21,6 +21,7 @@ import json
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -316,8 +317,13 @@ def test_make_mode_builds_and_refuses_with_one_line():
     assert open_mode("hybrid", meta(similarity="manhattan")).knn == "exact"
     with pytest.raises(UserError, match="holds none"):
         open_mode("hybrid", meta(dimension=None))
-    with pytest.raises(UserError, match="--knn hnsw needs a cosine model.*use --knn exact"):
+    with pytest.raises(UserError, match="--knn hnsw cannot search index idx: m compares vectors by manhattan "
+                                        "distance.*use --knn exact"):
         open_mode("hybrid", meta(similarity="manhattan"), knn="hnsw")
+    in_place = replace(meta(), source={"index": "theirs", "in_place": True, "hnsw": False})
+    with pytest.raises(UserError, match="in place to theirs, which is not a k-NN index.*use --knn exact"):
+        open_mode("hybrid-rrf", in_place, knn="hnsw")
+    assert open_mode("hybrid-rrf", in_place).knn == "exact"
     with pytest.raises(UserError, match="at most 10000"):
         open_mode("hybrid-rrf", meta(), knn="hnsw", window=20_000)
     with pytest.raises(UserError, match="unknown --knn"):

@@ -45,15 +45,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import pytest
-from es_commands import TITLES, TOKEN, common, run
-from live_sidecar import post
+from es_commands import TITLES, assert_stored_as_embedded, common, embeddings, run, sources
 
-from es_plugin_bridge.core.features import bow_features
 from es_plugin_bridge.data.spec import read_spec
 from es_plugin_bridge.data.types import Question
-from es_plugin_bridge.elastic import mappings
 from es_plugin_bridge.elastic.opensearch_ingest import embed_url_regex
 from es_plugin_bridge.elastic.opensearch_rerank import trusted_url_regex
 from es_plugin_bridge.evaluation.retrieval import duplicate_queries
@@ -64,7 +60,6 @@ pytestmark = [pytest.mark.engine, pytest.mark.slow]
 WINDOW = 50
 MODES = ("vectors", "hybrid", "hybrid-rrf")
 MESSY = ("$", "`", "|", '"', "{", "\\", "->")
-VECTOR_TOLERANCE = 1e-6
 #: An address where nothing listens: ``es index`` on an ingest index must not need the sidecar.
 NO_SIDECAR = "http://127.0.0.1:9"
 
@@ -127,36 +122,6 @@ def _captured(path: Path) -> Iterator[None]:
     with contextlib.redirect_stdout(buffer), contextlib.redirect_stderr(buffer):
         yield
     path.write_text(buffer.getvalue(), encoding="utf-8")
-
-
-def sources(opensearch, index: str) -> dict[str, dict]:
-    answer = opensearch.ok("POST", f"/{index}/_search", {"size": 10_000, "query": {"match_all": {}}})
-    return {hit["_id"]: hit["_source"] for hit in answer["hits"]["hits"]}
-
-
-def embeddings(url: str, questions: list[Question]) -> dict[str, dict]:
-    """The sidecar's own ``/v1/embed`` answer per question (500 texts a call)."""
-    out = {}
-    for start in range(0, len(questions), 500):
-        batch = questions[start:start + 500]
-        status, answer = post(f"{url}/v1/embed", {"texts": [mappings.rerank_text(q) for q in batch]}, TOKEN)
-        assert status == 200, answer
-        out.update({q.id: e for q, e in zip(batch, answer["embeddings"], strict=True)})
-    return out
-
-
-def assert_stored_as_embedded(stored: dict, embedding: dict, question: Question) -> None:
-    """One document holds the sidecar's vector (:data:`VECTOR_TOLERANCE`) and BOW (float32-equal)."""
-    assert stored["rerank_text"] == mappings.rerank_text(question)
-    if mappings.has_direction(embedding["vector"]):
-        gap = np.abs(np.float32(stored["vector"]) - np.float32(embedding["vector"])).max()
-        assert gap <= VECTOR_TOLERANCE, (question.id, gap)
-    else:
-        assert "vector" not in stored  # the k-NN plugin refuses a zero vector under cosinesimil
-    want = bow_features(embedding["terms"])
-    got = stored.get("bow", {})
-    assert set(got) == set(want), question.id
-    assert all(np.float32(got[key]) == np.float32(want[key]) for key in want), question.id
 
 
 def test_setup_registers_two_embedding_models_and_the_default_pipeline(indexed, opensearch, sidecar):
