@@ -124,18 +124,7 @@ def setup_command(
     if from_index is None:
         click.echo(f"next: esrerank es index SPEC --index {done.index}")
     else:
-        click.echo(f"next: esrerank es search QUERY --index {done.index} --mode {_best_mode(done.meta)}")
-
-
-def _best_mode(meta: Any) -> str:
-    """The mode to suggest first: hybrid where the index holds vectors, else native where it has an
-    endpoint (a pairwise model, or --no-vectors), rerank where OpenSearch has a search pipeline for it,
-    else bridge (runs anywhere)."""
-    if meta.search_pipeline:
-        return "rerank"
-    if meta.dimension is not None:
-        return "hybrid"
-    return "native" if meta.inference else "bridge"
+        click.echo(f"next: esrerank es search QUERY --index {done.index} --mode {done.meta.suggested_mode}")
 
 
 @es_group.command("index")

@@ -124,7 +124,7 @@ class EsEvaluationRun:
 
         return fused
 
-    def _after(self, result: Any, client: Any, cluster: Any, index: str, made: list[Any]) -> None:
+    def _after(self, result: Any, client: Any, cluster: ClusterInfo, index: str, made: list[Any]) -> None:
         """Notes on the run (fallbacks, the cluster) and its per-query results in the results index."""
         from es_plugin_bridge.elastic.mode_registry import mode_spec
         from es_plugin_bridge.elastic.results_index import index_results, results_documents, results_run_id

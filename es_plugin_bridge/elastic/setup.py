@@ -113,6 +113,17 @@ class IndexMeta:
         return None
 
     @property
+    def suggested_mode(self) -> str:
+        """The mode to try first (``es setup``'s last line): rerank where OpenSearch has a search pipeline
+        for the index, hybrid where it holds vectors, native where it has an endpoint (a pairwise
+        model, or --no-vectors), else bridge (runs anywhere)."""
+        if self.search_pipeline:
+            return "rerank"
+        if self.dimension is not None:
+            return "hybrid"
+        return "native" if self.inference else "bridge"
+
+    @property
     def hnsw_off_reason(self) -> str | None:
         """Why the index's vectors have no HNSW graph (``--knn hnsw`` cannot search them), or None."""
         if self.neural_similarity != "cosine":
