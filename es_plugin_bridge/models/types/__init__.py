@@ -2,10 +2,11 @@
 recipes and ``ModelType`` entries, and registers them with ``models.registry.register_types``.
 
 Torch-free, as the registry: encoders are named by ``"module:Class"``. The registry imports these
-modules in name order on its first lookup, so the number in a module's name is its types' place in
-``ALL_TYPES`` (``--model-type``'s choices); the gaps (10, 20, …) leave room between.
+modules on its first lookup; ``register_types``'s ``order`` places a module's types in ``ALL_TYPES``
+(``--model-type``'s choices: 10 dos Santos et al., 20 Lei et al., 30 paper 004, 40 the transformer,
+50 the cross-encoder; the gaps leave room between).
 """
 
-# First: the registry lists this package's modules while it loads, so that whichever type module is
-# imported first, every type is registered in module order before any of them is looked up.
+# First: the registry discovers this package's modules while it loads, so whichever type module is
+# imported first, the registry is complete (that module included) before that module's own body runs.
 from es_plugin_bridge.models import registry  # noqa: F401

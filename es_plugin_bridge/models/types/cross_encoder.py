@@ -36,4 +36,5 @@ register_types(
     ModelType("cross-encoder", "BERT-style pair classifier (all-MiniLM-L6-v2's network by default)",
               CrossEncoderHyper, _RECIPE, "es_plugin_bridge.models.cross_encoder:CrossEncoderModel",
               family="pair", fusion_fit="epoch-data"),
+    order=50,
 )

@@ -37,4 +37,5 @@ register_types(
               fusion_fit="epoch-data"),
     ModelType("cnn", f"{_PAPER}; Bogdanova et al. 2015", CNNHyper, _CNN_PAPER, _CONV,
               best_recipe=measured_best(_CNN_PAPER, optimizer="adam", lr=1e-3), fusion_fit="epoch-data"),
+    order=10,
 )

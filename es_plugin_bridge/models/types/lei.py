@@ -42,4 +42,5 @@ register_types(
               best_recipe=measured_best(_RECIPE), pretrainable=True, fusion_fit="epoch-data"),
     ModelType("gru", _PAPER, GRUHyper, _RECIPE, _RECURRENT, {"cell": "gru"},
               best_recipe=measured_best(_RECIPE), pretrainable=True, fusion_fit="epoch-data"),
+    order=20,
 )

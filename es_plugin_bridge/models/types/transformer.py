@@ -33,4 +33,5 @@ register_types(
     ModelType("transformer", "sentence-transformers bi-encoder (all-MiniLM-L6-v2 by default)",
               TransformerHyper, _RECIPE, "es_plugin_bridge.models.transformer:TransformerEncoder",
               family="subword"),
+    order=40,
 )

@@ -35,4 +35,5 @@ register_types(
     ModelType("siamese-cnn", _PAPER, SiameseCNNHyper, _RECIPE,
               "es_plugin_bridge.models.siamese_cnn:SiameseCNNEncoder",
               best_recipe=measured_best(_RECIPE), fusion_fit="epoch-data"),
+    order=30,
 )
