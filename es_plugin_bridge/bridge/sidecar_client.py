@@ -118,12 +118,10 @@ class SidecarClient:
             headers["Authorization"] = f"Bearer {self.token}"
         # The socket's own timeout (longer than the deadline, so the deadline is always what the caller
         # sees) only ends an abandoned call's thread where abort() has no socket yet: still connecting.
-        conn: http.client.HTTPConnection
-        if self._tls is not None:
-            conn = http.client.HTTPSConnection(self._host, self._port, timeout=self.timeout + _THREAD_GRACE_S,
-                                               context=self._tls)
-        else:
-            conn = http.client.HTTPConnection(self._host, self._port, timeout=self.timeout + _THREAD_GRACE_S)
+        timeout = self.timeout + _THREAD_GRACE_S
+        conn = (http.client.HTTPSConnection(self._host, self._port, timeout=timeout, context=self._tls)
+                if self._tls is not None
+                else http.client.HTTPConnection(self._host, self._port, timeout=timeout))
         call = _Call(conn, self._prefix + path, data, headers)
         worker = threading.Thread(target=call.run, name="sidecar-call", daemon=True)
         worker.start()

@@ -100,7 +100,7 @@ def vector_property(dimension: int, neural_similarity: str) -> dict[str, Any]:
     return {"type": "dense_vector", "element_type": "float", "dims": dimension, "index": False}
 
 
-def opensearch_vector_property(dimension: int, neural_similarity: str) -> dict[str, Any]:
+def opensearch_vector_property(dimension: int, neural_similarity: str, graph: bool = True) -> dict[str, Any]:
     """OpenSearch's ``vector`` field: the k-NN plugin's ``knn_vector`` (k-NN 2.19.1,
     ``index/mapper/KNNVectorFieldMapper.java``).
 
@@ -109,9 +109,10 @@ def opensearch_vector_property(dimension: int, neural_similarity: str) -> dict[s
     libraries are not in every k-NN build (not in Maven Central's zip), and a faiss index then hangs the
     node at its first flush (docs/opensearch.md). Manhattan: no method, so the field is the flat one
     (``FlatVectorFieldMapper``, indices from 2.17 on that are not ``index.knn``): doc values that the
-    k-NN Painless functions read, no graph — as Elasticsearch's ``index: false``.
+    k-NN Painless functions read, no graph — as Elasticsearch's ``index: false``. ``graph`` False: flat
+    for a cosine model too (a field added to an index that is not ``index.knn``, which cannot change).
     """
-    if neural_similarity == "cosine":
+    if neural_similarity == "cosine" and graph:
         return {"type": "knn_vector", "dimension": dimension,
                 "method": {"name": "hnsw", "engine": "lucene", "space_type": "cosinesimil"}}
     return {"type": "knn_vector", "dimension": dimension}
@@ -127,6 +128,7 @@ def index_body(
     analyzer: str | None = None,
     analysis: Mapping[str, Any] | None = None,
     knn_plugin: bool = False,
+    knn_graph: bool = True,
 ) -> dict[str, Any]:
     """``PUT /<index>`` body: settings (one shard, so a rescore window is the global top) and mappings.
 
@@ -135,7 +137,8 @@ def index_body(
     ``analyzer``/``analysis``: a user's own analyzer (and the analysis settings that define it) for
     ``text``, whose first stage then reads the user's plain text instead of the product's tokens.
     ``knn_plugin``: the vector is the OpenSearch k-NN plugin's ``knn_vector`` (with ``index.knn`` on for
-    its HNSW graph); everything else is the same on both engines.
+    its HNSW graph; ``knn_graph`` False: the flat field, no graph); everything else is the same on both
+    engines.
     """
     params = params or {}
     similarities = {similarity_name(s): similarity_setting(s, params.get(s)) for s in SIMILARITIES}
@@ -157,8 +160,8 @@ def index_body(
         RERANK_FIELD: {"type": "text", "index": False},
     }
     if dimension is not None:
-        field = opensearch_vector_property if knn_plugin else vector_property
-        properties[VECTOR_FIELD] = field(dimension, neural_similarity)
+        properties[VECTOR_FIELD] = (opensearch_vector_property(dimension, neural_similarity, knn_graph)
+                                    if knn_plugin else vector_property(dimension, neural_similarity))
         properties[BOW_FIELD] = {"type": "rank_features"}
     mappings: dict[str, Any] = {"dynamic": "strict", "properties": properties}
     if meta:
@@ -173,7 +176,7 @@ def index_body(
     for kind, defs in ours.items():
         merged.setdefault(kind, {}).update(defs)
     settings: dict[str, Any] = {"number_of_shards": 1, "similarity": similarities, "analysis": merged}
-    if knn_plugin and dimension is not None and neural_similarity == "cosine":
+    if knn_plugin and knn_graph and dimension is not None and neural_similarity == "cosine":
         settings["index.knn"] = True  # the k-NN plugin builds a field's graph only in a knn index
     if default_pipeline:
         settings["default_pipeline"] = default_pipeline

@@ -13,7 +13,6 @@ from typing import Any
 
 from es_plugin_bridge.elastic import mappings
 from es_plugin_bridge.elastic.connection import ClusterInfo, call
-from es_plugin_bridge.elastic.mappings import VECTOR_FIELD
 from es_plugin_bridge.elastic.setup import (
     META_KEY,
     IndexMeta,
@@ -192,9 +191,8 @@ def provision_opensearch(client: Any, cluster: ClusterInfo, index: str, meta: In
                                meta=meta.as_dict(), knn_plugin=True,
                                default_pipeline=None if in_place else embedding.get("pipeline"),
                                analyzer=theirs.analyzer if theirs is not None else None,
-                               analysis=theirs.analysis if theirs is not None else None)
-    if meta.hnsw_off_reason is not None and VECTOR_FIELD in body["mappings"]["properties"]:
-        body["mappings"]["properties"][VECTOR_FIELD] = {"type": "knn_vector", "dimension": meta.dimension}
+                               analysis=theirs.analysis if theirs is not None else None,
+                               knn_graph=meta.source.get("hnsw") is not False)
     done = Provisioned(index, meta)
     vectors = "no vectors" if meta.dimension is None else f"{meta.dimension}-d vectors"
     if in_place is not None:
