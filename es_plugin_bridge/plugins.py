@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import threading
 from collections.abc import Callable, Collection, Iterable, Iterator
 from typing import Any, Generic, TypeVar
 
@@ -49,6 +50,8 @@ class Registry(Generic[T]):
         self.kind, self.package, self.skip, self.same = kind, package, tuple(skip), same
         self._entries: dict[str, T] = {}
         self._loaded = package is None
+        self._loading = threading.RLock()
+        self._importing = False
 
     def add(self, name: str, entry: T) -> T:
         known = self._entries.get(name)
@@ -58,11 +61,21 @@ class Registry(Generic[T]):
         return entry
 
     def _load(self) -> None:
-        if self._loaded or self.package is None:
+        """Import the package once. Other threads wait until every module registered (a lookup from a
+        second thread mid-import saw an empty table: "unknown mode 'rerank' (known: )"); the importing
+        thread itself re-enters the lock, since a module being imported may look an entry up."""
+        if self._loaded:
             return
-        self._loaded = True  # first: a module being imported may look an entry up
-        module = importlib.import_module(self.package)
-        import_plugins(self.package, module.__path__, skip=self.skip)
+        with self._loading:
+            if self._loaded or self._importing:
+                return
+            self._importing = True
+            try:
+                module = importlib.import_module(self.package)  # type: ignore[arg-type]
+                import_plugins(self.package, module.__path__, skip=self.skip)  # type: ignore[arg-type]
+            finally:
+                self._importing = False
+                self._loaded = True
 
     def __contains__(self, name: object) -> bool:
         self._load()
@@ -79,7 +92,8 @@ class Registry(Generic[T]):
     def copy(self) -> Registry[T]:
         """A registry with the same entries (a test registers into the copy and puts the original back)."""
         twin: Registry[T] = Registry(self.kind, self.package, self.skip, self.same)
-        twin._entries, twin._loaded = dict(self._entries), self._loaded
+        with self._loading:
+            twin._entries, twin._loaded = dict(self._entries), self._loaded
         return twin
 
     def __setitem__(self, name: str, entry: T) -> None:
