@@ -10,7 +10,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 TORCH := torch==2.13.0
 
-.PHONY: demo test install test-serving-notorch mutation peers opensearch opensearch-stop
+.PHONY: demo test install test-serving-notorch mutation peers opensearch opensearch-stop opensearch-clean
 
 demo: $(STAMP)
 	$(BIN)/esrerank demo
@@ -26,12 +26,17 @@ install: $(STAMP)
 # A real OpenSearch 2.19.1 node to try the product against, without Docker: the home is laid out from
 # Maven Central with mvn into the git-ignored build/opensearch/ (once; reused), the node runs in the
 # background on 127.0.0.1 and a free port, and its URL is printed (docs/opensearch.md, "A node without
-# Docker"). Needs Java 17 and Maven; standard-library Python only, so no venv is needed.
+# Docker"). Needs Java 17 and Maven; standard-library Python only, so no venv is needed. The node's data
+# (build/opensearch/local/data) is kept across opensearch-stop, a crash and the next start, on the same
+# port when it is free; opensearch-clean deletes it (the node must be stopped), saying so.
 opensearch:
 	@$(PYTHON) -m es_plugin_bridge.opensearch_node start
 
 opensearch-stop:
 	@$(PYTHON) -m es_plugin_bridge.opensearch_node stop
+
+opensearch-clean:
+	@$(PYTHON) -m es_plugin_bridge.opensearch_node clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)

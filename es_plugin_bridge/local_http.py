@@ -22,6 +22,17 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def port_is_free(port: int) -> bool:
+    """Whether ``port`` on 127.0.0.1 can be bound now (so a node may take the port it had before)."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
 def wait_until_ready(url: str, *, timeout: float, alive: Callable[[], bool] = lambda: True,
                      ready: Callable[[bytes], bool] = lambda body: True, poll: float = 0.1) -> None:
     """Return once ``GET url`` answers 200 with a body ``ready`` accepts; :class:`NotReady` when the

@@ -18,6 +18,7 @@ Facts this relies on (docs/opensearch-node.md says how each was checked):
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -104,6 +105,7 @@ def _stamp() -> dict[str, object]:
 def assemble(home: Path, *, log=print) -> Path:
     """Build ``home`` unless a finished one is there; returns it. Raises :class:`AssemblyError`."""
     if is_assembled(home):
+        _compile_launcher(home)  # a no-op unless Launcher.java changed since the home was laid out
         return home
     if missing := missing_tools():
         raise AssemblyError(f"cannot assemble an OpenSearch node: {', '.join(missing)} not found on PATH")
@@ -194,11 +196,25 @@ def _unpack_plugin(plugin: str, plugins: Path) -> None:
 
 
 def _compile_launcher(home: Path) -> None:
-    """Compile ``Launcher.java`` against the server's jars into ``HOME/launcher``."""
+    """Compile ``Launcher.java`` against the server's jars into ``HOME/launcher``, again whenever the
+    source changed (its hash is kept beside the classes): a home laid out before a launcher change gets
+    the new launcher without being laid out anew. The classes are swapped in whole."""
     source = Path(__file__).with_name("Launcher.java")
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()
     out = home / "launcher"
-    out.mkdir()
-    done = subprocess.run(["javac", "--release", "11", "-d", str(out), "-cp",
+    if (out / ".source-sha256").is_file() and (out / ".source-sha256").read_text() == digest:
+        return
+    fresh = home / "launcher.new"
+    shutil.rmtree(fresh, ignore_errors=True)
+    fresh.mkdir()
+    done = subprocess.run(["javac", "--release", "11", "-d", str(fresh), "-cp",
                            os.path.join(home, "lib", "*"), str(source)], capture_output=True, text=True)
     if done.returncode != 0:
         raise AssemblyError(f"javac Launcher.java failed:\n{done.stderr[-2000:]}")
+    (fresh / ".source-sha256").write_text(digest)
+    stale = home / "launcher.old"
+    shutil.rmtree(stale, ignore_errors=True)
+    if out.exists():
+        out.rename(stale)
+    fresh.rename(out)
+    shutil.rmtree(stale, ignore_errors=True)

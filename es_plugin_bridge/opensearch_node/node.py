@@ -1,9 +1,11 @@
 """Start and stop one single-node OpenSearch cluster on 127.0.0.1 from an assembled home.
 
 Each node gets a run folder of its own (config, data, logs, its pid and URL), so the tests' node and
-a person's ``make opensearch`` node never share state. The settings are those the product needs on a
-2-core machine without the ML role or the security plugin: single node, a free port, no disk
-watermarks, and ml-commons allowed to run connectors on this node and to call a private address.
+a person's ``make opensearch`` node never share state. Starting again keeps the folder's data (the
+indices, ml-commons' connectors and models live in ``data/``) and takes the ports it had when free.
+The settings are those the product needs on a 2-core machine without the ML role or the security
+plugin: single node, a free port, no disk watermarks, and ml-commons allowed to run connectors on
+this node and to call a private address.
 """
 
 from __future__ import annotations
@@ -18,19 +20,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from es_plugin_bridge.local_http import NotReady, free_port, wait_until_ready
+from es_plugin_bridge.local_http import NotReady, free_port, port_is_free, wait_until_ready
 
 from .layout import SERVER_VERSION
 
-#: ml-commons' memory breakers trip on a shared 2-core machine well below real pressure: at 100 they
-#: never refuse a connector call. The rest let a node without the ML role run remote models.
+#: Every setting here that is not OpenSearch's default is listed in docs/opensearch.md ("What differs
+#: from a distribution's node"). ml-commons' memory breakers trip on a shared 2-core machine well below
+#: real pressure: at 100 they never refuse a connector call. The rest let a node without the ML role run
+#: remote models. Automatic index creation stays on (OpenSearch's default; its tutorials' ``_bulk``
+#: into a new index relies on it).
 NODE_SETTINGS: dict[str, object] = {
     "cluster.name": "esrerank",
     "node.name": "esrerank-node",
     "discovery.type": "single-node",
     "network.host": "127.0.0.1",
     "cluster.routing.allocation.disk.threshold_enabled": False,
-    "action.auto_create_index": False,
     "plugins.ml_commons.only_run_on_ml_node": False,
     "plugins.ml_commons.connector.private_ip_enabled": True,
     "plugins.ml_commons.trusted_connector_endpoints_regex": [r"^http://(127\.0\.0\.1|localhost)(:[0-9]+)?/.*$"],
@@ -65,13 +69,18 @@ class RunningNode:
 
 def start(home: Path, run_dir: Path, *, port: int | None = None, heap: str = "1g",
           timeout: float = 180.0) -> RunningNode:
-    """Start a node in the background and wait for its cluster to be at least yellow."""
-    port = port or free_port()
+    """Start a node in the background and wait for its cluster to be at least yellow.
+
+    The run folder's data is kept; without ``port``, the HTTP and transport ports of the folder's last
+    node are taken again when free (so a URL a user saved still works), else free ones."""
+    before = _recorded(run_dir)
+    port = port or _reuse(before.get("url", "").rpartition(":")[2])
+    transport = _reuse(str(before.get("transport_port", "")))
     conf = run_dir / "config"
     conf.mkdir(parents=True, exist_ok=True)
     (run_dir / "data").mkdir(exist_ok=True)
     (run_dir / "logs").mkdir(exist_ok=True)
-    settings = {**NODE_SETTINGS, "http.port": port, "transport.port": free_port(),
+    settings = {**NODE_SETTINGS, "http.port": port, "transport.port": transport,
                 "path.data": str(run_dir / "data"), "path.logs": str(run_dir / "logs")}
     # opensearch.yml accepts JSON (YAML is its superset), which keeps the regex free of YAML quoting.
     (conf / "opensearch.yml").write_text(json.dumps(settings, indent=1))
@@ -87,7 +96,7 @@ def start(home: Path, run_dir: Path, *, port: int | None = None, heap: str = "1g
                                start_new_session=True)
     node = RunningNode(f"http://127.0.0.1:{port}", process.pid, run_dir)
     (run_dir / "node.json").write_text(json.dumps({"url": node.url, "pid": node.pid,
-                                                    "version": SERVER_VERSION}))
+                                                    "transport_port": transport, "version": SERVER_VERSION}))
     try:
         wait_ready(node.url, timeout=timeout, alive=lambda: process.poll() is None)
     except NodeError as exc:
@@ -129,14 +138,42 @@ def stop(node: RunningNode, timeout: float = 60.0) -> None:
 
 
 def read_running(run_dir: Path) -> RunningNode | None:
-    """The node recorded in ``run_dir`` if its process still runs."""
-    record = run_dir / "node.json"
-    if not record.is_file():
-        return None
-    data = json.loads(record.read_text())
-    if not _exists(data["pid"]):
+    """The node recorded in ``run_dir`` if its process still runs (a pid the system gave to another
+    program since a crash is not the node)."""
+    data = _recorded(run_dir)
+    if not data or not _exists(data["pid"]) or not _is_launcher(data["pid"]):
         return None
     return RunningNode(data["url"], data["pid"], run_dir)
+
+
+def kept_data(run_dir: Path) -> str:
+    """What a start will find in the run folder's data, in words for the person starting it."""
+    indices = run_dir / "data" / "nodes" / "0" / "indices"
+    if not indices.is_dir():
+        return f"new data folder {run_dir / 'data'}"
+    count = sum(1 for _ in indices.iterdir())
+    return (f"keeping the data in {run_dir / 'data'} ({count} index folder{'s' * (count != 1)}, "
+            "system indices included; make opensearch-clean deletes it)")
+
+
+def _recorded(run_dir: Path) -> dict:
+    record = run_dir / "node.json"
+    try:
+        return json.loads(record.read_text()) if record.is_file() else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _reuse(port: str) -> int:
+    """``port`` again when it is a number and free, else a free port."""
+    return int(port) if port.isdigit() and port_is_free(int(port)) else free_port()
+
+
+def _is_launcher(pid: int) -> bool:
+    try:
+        return b"Launcher" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return True  # no /proc (not Linux): trust the pid
 
 
 def _exists(pid: int) -> bool:

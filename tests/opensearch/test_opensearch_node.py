@@ -3,9 +3,11 @@ uses and the four plugins, all at the server's own version (OpenSearch's ``Plugi
 bundle built for another), each doing its job on a real request.
 
 The k-NN zip on Maven Central carries no JNI libraries (only the distribution's does): the ``lucene``
-engine answers. ``faiss`` and ``nmslib`` are not tried here: their index is created, and the first
-flush of a vector throws ``UnsatisfiedLinkError`` in a write thread, which the launcher, as
-OpenSearch's own bootstrap does, treats as fatal (docs/opensearch-node.md).
+engine answers. A ``faiss`` or ``nmslib`` vector's first flush throws ``UnsatisfiedLinkError`` in a
+write thread, which the launcher, as OpenSearch's own bootstrap does, treats as fatal; so the launcher's
+``NativeEngineGuard`` refuses such a mapping on a k-NN index before anything is written — a
+``knn_vector`` without ``method`` included (OpenSearch's semantic-search tutorial), which 2.19 resolves
+to faiss (k-NN's ``EngineResolver``: ``KNNEngine.DEFAULT`` is FAISS unless ``compression_level`` is 4x).
 """
 
 from __future__ import annotations
@@ -18,12 +20,62 @@ pytestmark = pytest.mark.engine
 
 #: Plugin names as the nodes API reports them (each zip's ``plugin-descriptor.properties``).
 PLUGINS = {"opensearch-job-scheduler", "opensearch-knn", "opensearch-ml", "opensearch-neural-search"}
+GUARD = "Launcher$NativeEngineGuard"
+
+
+def _maven_node(opensearch) -> bool:
+    return "Maven Central" in opensearch.description
+
+
+@pytest.mark.parametrize("field", [
+    {"type": "knn_vector", "dimension": 3},  # OpenSearch's semantic-search tutorial: no method
+    {"type": "knn_vector", "dimension": 3, "method": {"name": "hnsw", "engine": "faiss"}},
+    {"type": "knn_vector", "dimension": 3, "method": {"name": "hnsw", "engine": "nmslib"}},
+])
+def test_a_native_engine_vector_on_a_knn_index_is_refused_and_the_node_lives(opensearch, field):
+    """Before the guard, the first document written to such an index stopped the whole node."""
+    if not _maven_node(opensearch):
+        pytest.skip("a distribution's k-NN has its native libraries: faiss works there")
+    status, answer = opensearch.call("PUT", "/tutorial-vectors", {
+        "settings": {"index.knn": True}, "mappings": {"properties": {"passage_embedding": field}}})
+    assert status == 400, answer
+    reason = answer["error"]["reason"]
+    assert "[passage_embedding]" in reason and '"engine": "lucene"' in reason
+    assert opensearch.call("GET", "/tutorial-vectors")[0] == 404
+    # and through PUT _mapping on a k-NN index made without the field
+    opensearch.ok("PUT", "/tutorial-later", {"settings": {"index.knn": True}})
+    try:
+        status, answer = opensearch.call("PUT", "/tutorial-later/_mapping",
+                                         {"properties": {"passage_embedding": field}})
+        assert status == 400 and "[passage_embedding]" in answer["error"]["reason"], answer
+        opensearch.ok("POST", "/tutorial-later/_doc?refresh=true", {"text": "still alive"})
+    finally:
+        opensearch.ok("DELETE", "/tutorial-later")
+    assert opensearch.ok("GET", "/_cluster/health")["status"] in ("green", "yellow")
+
+
+def test_a_vector_without_method_outside_a_knn_index_is_stored_for_exact_search(opensearch):
+    """The product's flat vector (``--in-place`` on a user's non-k-NN index) is a knn_vector without
+    ``method`` on an index without ``index.knn``: no engine, so the guard lets it through."""
+    opensearch.ok("PUT", "/flat-vectors", {"mappings": {"properties": {
+        "v": {"type": "knn_vector", "dimension": 2}}}})
+    try:
+        opensearch.ok("POST", "/flat-vectors/_doc/near", {"v": [1.0, 0.1]})
+        opensearch.ok("POST", "/flat-vectors/_doc/far?refresh=true", {"v": [0.1, 1.0]})
+        hits = opensearch.ok("POST", "/flat-vectors/_search", {"query": {"script_score": {
+            "query": {"match_all": {}}, "script": {"source": "knn_score", "lang": "knn", "params": {
+                "field": "v", "query_value": [1.0, 0.0], "space_type": "cosinesimil"}}}}})["hits"]["hits"]
+        assert [h["_id"] for h in hits] == ["near", "far"] and hits[0]["_score"] > hits[1]["_score"]
+    finally:
+        opensearch.ok("DELETE", "/flat-vectors")
 
 
 def test_the_server_and_every_plugin_share_one_version(opensearch):
     assert opensearch.ok("GET", "/")["version"]["number"] == SERVER_VERSION
     info = next(iter(opensearch.ok("GET", "/_nodes/plugins")["nodes"].values()))
-    assert {p["name"]: p["version"] for p in info["plugins"]} == dict.fromkeys(PLUGINS, PLUGIN_VERSION)
+    plugins = {p["name"]: p["version"] for p in info["plugins"]}
+    plugins.pop(GUARD, None)  # the launcher's own, on the classpath (the Maven-assembled node only)
+    assert plugins == dict.fromkeys(PLUGINS, PLUGIN_VERSION)
     modules = {m["name"]: m for m in info["modules"]}
     assert {m.name for m in MODULES} <= set(modules)
     assert {modules[m.name]["opensearch_version"] for m in MODULES} == {SERVER_VERSION}
