@@ -203,3 +203,27 @@ def test_a_page_beyond_the_last_hit_answers_with_no_hits(configured, cluster):
     page = {**body, "from": total["hits"]["total"]["value"] + 10}
     answer = cluster.call("POST", f"/{SEMEVAL_INDEX}/_search?search_pipeline={apply.PIPELINE}", page)
     assert answer["hits"]["hits"] == []
+
+
+def test_a_narrowed_source_must_keep_rerank_text_as_the_docs_say(configured, cluster):
+    """docs/opensearch.md, "Using the product's index directly": neural-search 2.19.1's rerank processor
+    reads its document fields from each hit's ``_source`` in the answer (MLOpenSearchRerankProcessor's
+    DocumentContextSourceFetcher), so ``"_source": ["title"]`` sends blank documents, which the sidecar
+    scores 0.0 each; ``["title", "rerank_text"]`` is the documented workaround, and ranks as the whole
+    ``_source`` does."""
+    query = read_spec(f"semeval:{SEMEVAL_DEV}").queries[0].query.title
+
+    def scores(source: list[str] | None) -> list[tuple[str, float]]:
+        body = apply.render("query.json", QUERY=query)
+        if source is not None:
+            body["_source"] = source
+        hits = cluster.call("POST", f"/{SEMEVAL_INDEX}/_search?search_pipeline={apply.PIPELINE}",
+                            body)["hits"]["hits"]
+        return [(h["_id"], h["_score"]) for h in hits]
+
+    whole = scores(None)
+    assert whole and max(s for _, s in whole) > 0.0
+    assert {s for _, s in scores(["title"])} == {0.0}  # the engine's behaviour, documented
+    narrowed = scores(["title", "rerank_text"])
+    assert [i for i, _ in narrowed] == [i for i, _ in whole]
+    assert [s for _, s in narrowed] == pytest.approx([s for _, s in whole], abs=1e-6)
