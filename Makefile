@@ -29,14 +29,18 @@ install: $(STAMP)
 # Docker"). Needs Java 17 and Maven; standard-library Python only, so no venv is needed. The node's data
 # (build/opensearch/local/data) is kept across opensearch-stop, a crash and the next start, on the same
 # port when it is free; opensearch-clean deletes it (the node must be stopped), saying so.
+# `make opensearch NODES=3`: a cluster of three nodes (build/opensearch/cluster/node-N, 512 MB heap each),
+# one URL a line once it is green; `make opensearch-stop` stops the single node and the cluster.
+NODES ?= 1
+
 opensearch:
-	@$(PYTHON) -m es_plugin_bridge.opensearch_node start
+	@$(PYTHON) -m es_plugin_bridge.opensearch_node start --nodes $(NODES)
 
 opensearch-stop:
 	@$(PYTHON) -m es_plugin_bridge.opensearch_node stop
 
 opensearch-clean:
-	@$(PYTHON) -m es_plugin_bridge.opensearch_node clean
+	@$(PYTHON) -m es_plugin_bridge.opensearch_node clean --nodes $(NODES)
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)

@@ -24,7 +24,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from engine_node import EngineNode, running_opensearch, unavailable_reason
+from engine_node import (
+    EngineCluster,
+    EngineNode,
+    cluster_unavailable_reason,
+    running_cluster,
+    running_opensearch,
+    unavailable_reason,
+)
 from tiny_models import build_checkpoints, build_pair_model, export_models, prebuilt_models
 
 from es_plugin_bridge.cli.main import main as esrerank_main
@@ -98,10 +105,24 @@ def opensearch(tmp_path_factory) -> EngineNode:
         yield node
 
 
+@pytest.fixture(scope="session")
+def opensearch_cluster(tmp_path_factory) -> EngineCluster:
+    """A real three-node OpenSearch cluster (Maven-assembled, 512 MB a node) for the ``cluster`` tests,
+    which run after every other test (``pytest_collection_modifyitems``); skipped, naming what is
+    missing, where Java and Maven are not there."""
+    reason = cluster_unavailable_reason()
+    if reason:
+        pytest.skip(f"no cluster can start here: {reason}")
+    with running_cluster(tmp_path_factory.mktemp("opensearch-cluster")) as cluster:
+        _ENGINE_RAN_ON.append(f"a {len(cluster.nodes)}-node cluster assembled from Maven Central "
+                              f"({', '.join(cluster.urls)})")
+        yield cluster
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     """Say which node the engine tests ran on (or that none started)."""
     if _ENGINE_RAN_ON:
-        terminalreporter.write_line(f"engine tests ran on: {_ENGINE_RAN_ON[0]}")
+        terminalreporter.write_line(f"engine tests ran on: {'; and '.join(_ENGINE_RAN_ON)}")
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
@@ -134,3 +155,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.engine)
         if "opensearch" in uses:
             item.add_marker(pytest.mark.engine)
+        if "opensearch_cluster" in uses:
+            item.add_marker(pytest.mark.cluster)
+            item.add_marker(pytest.mark.engine)
+    # The cluster's tests last: its three nodes then start after the single node's tests are done.
+    items.sort(key=lambda item: item.get_closest_marker("cluster") is not None)

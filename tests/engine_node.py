@@ -80,6 +80,41 @@ def running_opensearch(run_dir: Path) -> Iterator[EngineNode]:
         node.stop(started)
 
 
+@dataclass(frozen=True)
+class EngineCluster:
+    """A running cluster: a client for each node (node order), and where its nodes live (to kill and
+    restart one)."""
+
+    nodes: list[EngineNode]
+    home: Path
+    root: Path
+
+    @property
+    def urls(self) -> list[str]:
+        return [n.url for n in self.nodes]
+
+
+def cluster_unavailable_reason() -> str | None:
+    """None when the Maven-assembled cluster can start here (it needs no Docker), else why not."""
+    missing = layout.missing_tools()
+    return f"the three-node cluster needs {' and '.join(missing)} (not found on PATH)" if missing else None
+
+
+@contextlib.contextmanager
+def running_cluster(root: Path, count: int = 3) -> Iterator[EngineCluster]:
+    """Start a cluster of ``count`` Maven-assembled nodes (green, every node in) and stop it at the end."""
+    from es_plugin_bridge.opensearch_node import cluster
+
+    home = layout.assemble(layout.default_home(ROOT), log=lambda line: None)
+    started = cluster.start_cluster(home, root, count=count)
+    try:
+        yield EngineCluster([EngineNode(n.url, f"cluster node {i} ({n.url}, log {n.log})")
+                             for i, n in enumerate(started)], home, root)
+    finally:
+        for running in cluster.running_nodes(root):
+            node.stop(running)
+
+
 @contextlib.contextmanager
 def _container() -> Iterator[EngineNode]:
     from testcontainers.core.container import DockerContainer

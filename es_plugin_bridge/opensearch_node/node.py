@@ -73,14 +73,33 @@ def start(home: Path, run_dir: Path, *, port: int | None = None, heap: str = "1g
 
     The run folder's data is kept; without ``port``, the HTTP and transport ports of the folder's last
     node are taken again when free (so a URL a user saved still works), else free ones."""
-    before = _recorded(run_dir)
-    port = port or _reuse(before.get("url", "").rpartition(":")[2])
-    transport = _reuse(str(before.get("transport_port", "")))
+    ports = recorded_ports(run_dir)
+    node, process = launch(home, run_dir, NODE_SETTINGS, http_port=port or ports[0], transport_port=ports[1],
+                           heap=heap)
+    try:
+        wait_ready(node.url, timeout=timeout, alive=lambda: process.poll() is None)
+    except NodeError as exc:
+        stop(node)
+        raise NodeError(f"{exc}\n--- last lines of {run_dir / 'console.log'} ---\n"
+                        f"{tail(run_dir / 'console.log')}") from None
+    return node
+
+
+def recorded_ports(run_dir: Path) -> tuple[int, int]:
+    """(HTTP, transport) ports of the folder's last node where still free, else free ones."""
+    before = recorded(run_dir)
+    return _reuse(before.get("url", "").rpartition(":")[2]), _reuse(str(before.get("transport_port", "")))
+
+
+def launch(home: Path, run_dir: Path, settings: dict[str, object], *, http_port: int, transport_port: int,
+           heap: str) -> tuple[RunningNode, subprocess.Popen]:
+    """Write the node's configuration into ``run_dir`` (keeping its data) and start its JVM in the
+    background; no waiting (a cluster's nodes are ready only together)."""
     conf = run_dir / "config"
     conf.mkdir(parents=True, exist_ok=True)
     (run_dir / "data").mkdir(exist_ok=True)
     (run_dir / "logs").mkdir(exist_ok=True)
-    settings = {**NODE_SETTINGS, "http.port": port, "transport.port": transport,
+    settings = {**settings, "http.port": http_port, "transport.port": transport_port,
                 "path.data": str(run_dir / "data"), "path.logs": str(run_dir / "logs")}
     # opensearch.yml accepts JSON (YAML is its superset), which keeps the regex free of YAML quoting.
     (conf / "opensearch.yml").write_text(json.dumps(settings, indent=1))
@@ -94,16 +113,10 @@ def start(home: Path, run_dir: Path, *, port: int | None = None, heap: str = "1g
     console = open(run_dir / "console.log", "wb")  # noqa: SIM115 - the child writes to it after we return
     process = subprocess.Popen(command, stdout=console, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                start_new_session=True)
-    node = RunningNode(f"http://127.0.0.1:{port}", process.pid, run_dir)
-    (run_dir / "node.json").write_text(json.dumps({"url": node.url, "pid": node.pid,
-                                                    "transport_port": transport, "version": SERVER_VERSION}))
-    try:
-        wait_ready(node.url, timeout=timeout, alive=lambda: process.poll() is None)
-    except NodeError as exc:
-        stop(node)
-        raise NodeError(f"{exc}\n--- last lines of {run_dir / 'console.log'} ---\n"
-                        f"{_tail(run_dir / 'console.log')}") from None
-    return node
+    node = RunningNode(f"http://127.0.0.1:{http_port}", process.pid, run_dir)
+    record = {"url": node.url, "pid": node.pid, "transport_port": transport_port, "version": SERVER_VERSION}
+    (run_dir / "node.json").write_text(json.dumps(record))
+    return node, process
 
 
 def wait_ready(url: str, *, timeout: float, alive: Callable[[], bool] = lambda: True) -> None:
@@ -140,7 +153,7 @@ def stop(node: RunningNode, timeout: float = 60.0) -> None:
 def read_running(run_dir: Path) -> RunningNode | None:
     """The node recorded in ``run_dir`` if its process still runs (a pid the system gave to another
     program since a crash is not the node)."""
-    data = _recorded(run_dir)
+    data = recorded(run_dir)
     if not data or not _exists(data["pid"]) or not _is_launcher(data["pid"]):
         return None
     return RunningNode(data["url"], data["pid"], run_dir)
@@ -156,7 +169,8 @@ def kept_data(run_dir: Path) -> str:
             "system indices included; make opensearch-clean deletes it)")
 
 
-def _recorded(run_dir: Path) -> dict:
+def recorded(run_dir: Path) -> dict:
+    """What ``node.json`` says of the folder's last node (URL, pid, transport port), or {}."""
     record = run_dir / "node.json"
     try:
         return json.loads(record.read_text()) if record.is_file() else {}
@@ -186,7 +200,8 @@ def _exists(pid: int) -> bool:
     return True
 
 
-def _tail(path: Path, lines: int = 30) -> str:
+def tail(path: Path, lines: int = 30) -> str:
+    """The last lines of a node's log, for an error message."""
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except OSError:
