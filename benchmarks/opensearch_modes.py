@@ -8,10 +8,10 @@ machine.
 
 *Indexing*: ``es setup`` then a timed ``es index`` (the command's whole run, reading the data included)
 of the AskUbuntu questions with bodies (``val.tsv``: 1,804), three times, each into its own index:
-``--no-vectors`` (text only), client-side embedding (``es index`` calls ``/v1/embed``) and
+``--no-vectors`` (text only), client-side embedding (``es index`` calls ``/v1/encode``) and
 ``--embed-at-ingest`` (OpenSearch's ingest pipeline calls it through ml-commons). Each embedding run
 starts a fresh sidecar on the same port, so both encode every text cold (the second would otherwise
-find them all in the sidecar's encoding cache); the JSON counts the ``/v1/embed`` calls of each (at
+find them all in the sidecar's encoding cache); the JSON counts the ``/v1/encode`` calls of each (at
 ingest: one per processor per batch of 200, the second answered from the cache).
 
 *Search*: a fresh sidecar again, then for each of ``--queries`` AskUbuntu titles, interleaved (every
@@ -53,7 +53,7 @@ VAL = ROOT / "es_plugin_bridge" / "samples" / "askubuntu-pairs" / "val.tsv"
 #: Indexing runs: (name, index, ``es setup`` flags, what it measures).
 INDEXING = (
     ("text_only", "bench-text", ["--no-vectors"], "es setup --no-vectors: es index sends the text only"),
-    ("client_embedding", "bench-client", [], "es index embeds each batch through /v1/embed"),
+    ("client_embedding", "bench-client", [], "es index embeds each batch through /v1/encode"),
     ("ingest_embedding", "bench-ingest", ["--embed-at-ingest"],
      "es setup --embed-at-ingest: OpenSearch's ingest pipeline embeds (ml-commons, neural-search)"),
 )
@@ -95,10 +95,10 @@ class FreshSidecar:
             sys.exit(f"esrerank serve {self.model} did not come up: {exc}")
 
     def embed_requests(self) -> int:
-        """``/v1/embed`` requests answered 200 since this start (from ``/metrics``)."""
+        """``/v1/encode`` requests answered 200 since this start (from ``/metrics``)."""
         with urllib.request.urlopen(f"{self.url}/metrics", timeout=10) as resp:
             text = resp.read().decode()
-        found = re.search(r'esrerank_requests_total\{endpoint="/v1/embed",status="200"\} ([0-9.e+]+)', text)
+        found = re.search(r'esrerank_requests_total\{endpoint="/v1/encode",status="200"\} ([0-9.e+]+)', text)
         return int(float(found.group(1))) if found else 0
 
     def stop(self) -> None:

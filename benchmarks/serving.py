@@ -11,7 +11,7 @@ every phase of every system in turn, so a change in the machine's load touches a
 - **esrerank**: ``esrerank serve`` on the transformer's export, fp32 and int8 (``--cache-size 0``:
   every text is encoded, as a new window would be; everything else at ``serve``'s defaults): the
   uncached rerank of 100 titles over HTTP, p50/p99 at concurrency 1 and 16, and the texts a second
-  of ``/v1/embed`` at concurrency 16 (101 texts a request, and 8 texts a request);
+  of ``/v1/encode`` at concurrency 16 (101 texts a request, and 8 texts a request);
 - **infinity-emb**: serving the same MiniLM directory (``make peers`` installs it in its own venv;
   offline, CPU, torch engine, its defaults otherwise): ``/embeddings`` of the same 101 texts as its
   rerank-equivalent (it has no rerank of a bi-encoder) at concurrency 1 and 16, and of 8 texts;
@@ -142,7 +142,7 @@ class System:
             return _request(json.dumps({"input": window, "model": "minilm"}).encode(), "/embeddings")
         if phase.startswith("rerank"):
             return _request(json.dumps({"query": window[0], "documents": window[1:]}).encode())
-        return _request(json.dumps({"texts": window}).encode(), "/v1/embed")
+        return _request(json.dumps({"texts": window}).encode(), "/v1/encode")
 
     def record(self, phase: str, latencies: list[float], seconds: float) -> None:
         self.latencies.setdefault(phase, []).extend(latencies)

@@ -12,7 +12,10 @@ a transformer's ``tokenizer.json``) comes from the checkpoint's family (``traini
 of the directory is the same for all. ``quantize="int8"`` replaces the
 verified fp32 graph by onnxruntime's dynamic int8 quantisation, checked against torch with
 ``int8_tolerance`` (its differences are quantisation error, not export error) and recorded in
-config.json's ``verification.quantized``.
+config.json's ``verification.quantized`` and ``.quantization`` (``dynamic``: activation scales per
+onnxruntime run). Last, ``batch_check`` measures whether a text's output moves with what shares its
+run and records ``verification.encode`` (``per-text`` for transformers, fp32 and int8): the server
+then runs each text alone, so the same text always gets the same vector, bit for bit.
 """
 
 from __future__ import annotations
@@ -52,7 +55,8 @@ from es_plugin_bridge.training import checkpoint as ckpt
 from es_plugin_bridge.training.families import ModelFamily, family_of
 from es_plugin_bridge.training.featurize import Featurizer
 from es_plugin_bridge.training.torch_scorer import NeuralScorer
-from exporters.onnx_graph import OPSET, checks_for, compare, export_verified, quantize_int8
+from exporters.batch_check import batch_dependence, encode_mode
+from exporters.onnx_graph import OPSET, QUANTIZATION, checks_for, compare, export_verified, quantize_int8
 
 SAMPLES = Path(es_plugin_bridge.__file__).parent / "samples"
 TRAIN_SUMMARY = ("best_dev_map", "best_epoch", "seconds")
@@ -253,7 +257,8 @@ def export_checkpoint(
             measure = family.quantized_measure
             diffs = compare(family, model, featurizer, tmp / ENCODER, checks_for(family, questions, dynamic),
                             measure=measure)
-            extra = {"quantized": "int8", "fp32_max_abs_diff": fp32, "measure": measure}
+            extra = {"quantized": "int8", "quantization": QUANTIZATION, "fp32_max_abs_diff": fp32,
+                     "measure": measure}
             tolerance = int8_tolerance
             if not max(diffs.values()) <= tolerance:
                 what = "vectors differ from torch's by 1 − cosine" if measure == "cosine" else \
@@ -268,6 +273,13 @@ def export_checkpoint(
             questions=len(questions), tolerance=tolerance, max_abs_diff=max(diffs.values()), probes=diffs,
             **extra,
         )
+        _write_config(tmp, _config(family, model, featurizer, source, checkpoint, dynamic, verification))
+        write_manifest(tmp)
+        # How the server must run the graph so that a text's vector depends on that text alone
+        # (``batch_check``): measured on the directory as it will be served, then recorded.
+        dependence = batch_dependence(ModelDirectory.load(tmp, threads=1), questions)
+        verification = verification.model_copy(update={"batch_max_abs_diff": dependence,
+                                                       "encode": encode_mode(dependence)})
         _write_config(tmp, _config(family, model, featurizer, source, checkpoint, dynamic, verification))
         write_manifest(tmp)
         exported = ModelDirectory.load(tmp, threads=1)

@@ -43,11 +43,11 @@ def sources(opensearch, index: str) -> dict[str, dict]:
 
 
 def embeddings(url: str, questions: list[Question]) -> dict[str, dict]:
-    """The sidecar's own ``/v1/embed`` answer per question (500 texts a call)."""
+    """The sidecar's own ``/v1/encode`` answer per question (500 texts a call)."""
     out = {}
     for start in range(0, len(questions), 500):
         batch = questions[start:start + 500]
-        status, answer = post(f"{url}/v1/embed", {"texts": [mappings.rerank_text(q) for q in batch]}, TOKEN)
+        status, answer = post(f"{url}/v1/encode", {"texts": [mappings.rerank_text(q) for q in batch]}, TOKEN)
         assert status == 200, answer
         out.update({q.id: e for q, e in zip(batch, answer["embeddings"], strict=True)})
     return out

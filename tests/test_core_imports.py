@@ -81,7 +81,7 @@ body = {"query": "how do I install ubuntu from usb", "documents": ["install ubun
         {"title": "wifi drops", "body": "<p>my <b>wifi</b> drops</p>"}], "first_stage_scores": [3.0, 1.0]}
 statuses = [client.post("/v1/rerank", json=body).status_code,
             client.post("/v1/rerank?score=linear", json={"query": "q", "documents": ["a", "b"]}).status_code,
-            client.post("/v1/embed", json={"texts": ["a question"]}).status_code,
+            client.post("/v1/encode", json={"texts": ["a question"]}).status_code,
             client.get("/metrics").status_code]
 loaded = sorted({m.split(".")[0] for m in sys.modules} & set(sys.argv[2].split(",")))
 parts = sorted({m.split(".")[1] for m in sys.modules if m.startswith("es_plugin_bridge.")})

@@ -11,6 +11,10 @@ down the call's socket so the thread ends too. The socket is the call's own refe
 sets the connection's ``sock`` to None once an answer will close the connection (HTTP/1.0, ``Connection:
 close``), so a watchdog that looked there found nothing to shut down. A truncated or unreadable answer
 is an outage too.
+Connections persist between calls (``connection_pool``): a call reuses an idle one, so a busy sidecar's
+accept queue is not in the way of every search; one the server closed while idle is retried once on a
+new connection. A TLS handshake that fails (an ``https://`` URL for a plain-HTTP sidecar) and a
+plain-HTTP call that a TLS server hangs up on say so and name the other scheme.
 Documents the sidecar cannot take (a blank title) are left out of the request and ranked last, so one
 bad corpus entry does not cost the whole window its reranking. Proxy variables are not consulted (the
 sidecar is a neighbour of its caller).
@@ -28,6 +32,7 @@ import threading
 import urllib.parse
 from collections.abc import Sequence
 
+from es_plugin_bridge.bridge.connection_pool import ConnectionPool, SidecarConnection
 from es_plugin_bridge.bridge.sidecar_target import DEFAULT_TIMEOUT, SidecarTarget, untrusted_certificate
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.errors import UserError
@@ -41,59 +46,121 @@ class SidecarUnavailable(Exception):
 
 #: Seconds past the deadline that an abandoned call's socket operations may still take.
 _THREAD_GRACE_S = 1.0
+#: What a reused connection that the server closed while it was idle fails with, before any answer:
+#: the call is tried once more on a new connection (a rerank changes nothing on the sidecar).
+_STALE = (ConnectionResetError, ConnectionAbortedError, BrokenPipeError, ssl.SSLEOFError)
 
 
 class _Call:
     """One POST, run on a worker thread: the caller waits on ``done`` for as long as its deadline allows
     and then calls :meth:`abort`, which shuts down the socket this call holds (its own reference)."""
 
-    def __init__(self, conn: http.client.HTTPConnection, path: str, data: bytes,
+    def __init__(self, pool: ConnectionPool, url: str, path: str, data: bytes,
                  headers: dict[str, str]) -> None:
-        self.conn, self.path, self.data, self.headers = conn, path, data, headers
+        self.pool, self.url, self.path, self.data, self.headers = pool, url, path, data, headers
         self.done = threading.Event()
         self.answer: tuple[int, bytes] | None = None
         self.error: SidecarUnavailable | UserError | None = None
+        self._conn: SidecarConnection | None = None  # the connection in use: its step is the call's
         self._lock = threading.Lock()
         self._sock: socket.socket | None = None
-        self._aborted = False
+        self._aborted = self._finished = False
+
+    @property
+    def step(self) -> str:
+        """What the call is doing now: "connect", "tls" (the handshake) or "http"."""
+        return self._conn.step if self._conn is not None else "connect"
+
+    def _hold(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._sock = sock
+            if self._aborted:  # the deadline passed while connecting: go no further
+                raise SidecarUnavailable("the call was abandoned at its deadline")
 
     def run(self) -> None:
-        conn, resp = self.conn, None
         try:
+            conn, reused = self.pool.take()
             try:
-                conn.connect()
-            except ssl.SSLCertVerificationError as exc:  # a configuration mistake, not an outage
-                raise UserError(untrusted_certificate(exc)) from None
-            except OSError as exc:
-                raise SidecarUnavailable(f"sidecar unreachable: {exc}") from None
-            with self._lock:
-                self._sock = conn.sock
-                if self._aborted:  # connected after the deadline: send nothing
-                    return
-            conn.request("POST", self.path, body=self.data, headers=self.headers)
-            resp = conn.getresponse()
-            self.answer = (resp.status, resp.read())
+                self._exchange(conn, reused)
+            except _STALE:
+                if not reused:
+                    raise
+                self._exchange(self.pool.fresh(), False)  # the server closed it while idle: once more
         except (SidecarUnavailable, UserError) as exc:
             self.error = exc
         except http.client.IncompleteRead as exc:
             self.error = SidecarUnavailable(f"sidecar answer truncated ({len(exc.partial)} bytes, "
                                             f"{exc.expected} more expected)")
         except (OSError, http.client.HTTPException) as exc:
-            self.error = SidecarUnavailable(f"sidecar answer unreadable: {exc!r}")
+            self.error = SidecarUnavailable(_unreadable(self.url, self.step, exc))
         finally:
-            if resp is not None:
-                resp.close()
-            conn.close()
             self.done.set()
+
+    def _exchange(self, conn: SidecarConnection, reused: bool) -> None:
+        """The request and its whole answer on ``conn``; ``conn`` back to the pool if it stays open."""
+        keep = False
+        self._conn = conn
+        try:
+            conn.on_socket = self._hold
+            if reused:
+                self._hold(conn.sock)
+            else:
+                self._connect(conn)
+            conn.request("POST", self.path, body=self.data, headers=self.headers)
+            resp = conn.getresponse()
+            try:
+                self.answer = (resp.status, resp.read())
+            finally:
+                resp.close()
+            keep = True
+        finally:
+            with self._lock:
+                self._finished = True
+                keep = keep and not self._aborted
+            if keep:
+                self.pool.give_back(conn)  # http.client left it open only if the server keeps it
+            else:
+                conn.close()
+
+    def _connect(self, conn: SidecarConnection) -> None:
+        """Connect (and shake hands over TLS), telling a failure by the step it happened in."""
+        try:
+            conn.connect()
+        except ssl.SSLCertVerificationError as exc:  # a configuration mistake, not an outage
+            raise UserError(untrusted_certificate(exc)) from None
+        except OSError as exc:
+            if conn.step == "tls":
+                raise SidecarUnavailable(tls_mismatch(self.url, str(exc))) from None
+            raise SidecarUnavailable(f"sidecar unreachable: {exc}") from None
 
     def abort(self) -> None:
         """Make the worker's next (or current) socket operation fail, whichever it is in."""
         with self._lock:
             self._aborted = True
-            sock = self._sock
+            sock = None if self._finished else self._sock
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
+
+
+def tls_mismatch(url: str, detail: str) -> str:
+    """Why an ``https://`` call failed in its TLS handshake, and the likely fix."""
+    plain = "http://" + url.removeprefix("https://")
+    return (f"TLS handshake with {url} failed ({detail}): the sidecar there speaks plain HTTP? "
+            f"use {plain}")
+
+
+def _unreadable(url: str, step: str, exc: BaseException) -> str:
+    """Why an answer could not be read; for an ``http://`` sidecar that answers in TLS (an alert record:
+    0x15, version 3) or hangs up without a word (what a TLS server does with a plain request: Python's
+    ``ssl`` server resets, nginx answers 400 itself), the likely fix too."""
+    if url.startswith("http://") and step == "http":
+        line = getattr(exc, "line", "") or ""
+        if line.startswith("\x15\x03") or isinstance(exc, ConnectionResetError):
+            tls = "https://" + url.removeprefix("http://")
+            return (f"the sidecar at {url} closed the connection without an HTTP answer ({exc!r}): "
+                    f"does it speak TLS? use {tls}")
+    return f"sidecar answer unreadable: {exc!r}"
 
 
 class SidecarClient:
@@ -102,13 +169,21 @@ class SidecarClient:
         target = SidecarTarget(url, token, timeout, ca_certs)  # the one set of checks (URL, host, ..., CA)
         self.url, self.token, self.timeout = target.url, token, timeout
         parts = urllib.parse.urlsplit(self.url)
-        self._tls = target.ssl_context()
-        self._host, self._port, self._prefix = parts.hostname, parts.port, parts.path
+        tls = target.ssl_context()
+        host, port = parts.hostname or "", parts.port or (443 if tls is not None else 80)
+        self._prefix = parts.path
+        # The socket's own timeout (longer than the deadline, so the deadline is always what the caller
+        # sees) only ends an abandoned call's thread where abort() has no socket yet: still resolving.
+        self.pool = ConnectionPool(lambda: SidecarConnection(host, port, timeout + _THREAD_GRACE_S, tls))
 
     @classmethod
     def reaching(cls, target: SidecarTarget) -> SidecarClient:
         """The client of a :class:`SidecarTarget` (the command line's one value for the sidecar)."""
         return cls(target.url, token=target.token, timeout=target.timeout, ca_certs=target.ca_certs)
+
+    def close(self) -> None:
+        """Close the idle connections kept for the next calls."""
+        self.pool.close()
 
     def _post(self, path: str, body: dict) -> tuple[int, bytes]:
         """(status, body) of one POST, all of it within ``timeout`` seconds (SidecarUnavailable else)."""
@@ -116,17 +191,13 @@ class SidecarClient:
         headers = {"Content-Type": "application/json"}
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
-        # The socket's own timeout (longer than the deadline, so the deadline is always what the caller
-        # sees) only ends an abandoned call's thread where abort() has no socket yet: still connecting.
-        timeout = self.timeout + _THREAD_GRACE_S
-        conn = (http.client.HTTPSConnection(self._host, self._port, timeout=timeout, context=self._tls)
-                if self._tls is not None
-                else http.client.HTTPConnection(self._host, self._port, timeout=timeout))
-        call = _Call(conn, self._prefix + path, data, headers)
+        call = _Call(self.pool, self.url, self._prefix + path, data, headers)
         worker = threading.Thread(target=call.run, name="sidecar-call", daemon=True)
         worker.start()
         if not call.done.wait(self.timeout):
             call.abort()
+            if call.step == "tls":
+                raise SidecarUnavailable(tls_mismatch(self.url, f"no answer in {self.timeout} s"))
             raise SidecarUnavailable(f"sidecar timed out after {self.timeout} s")
         if call.error is not None:
             raise call.error

@@ -22,6 +22,7 @@ from es_plugin_bridge.cli.es_options import (
     sidecar_options,
     sidecar_target,
 )
+from es_plugin_bridge.cli.query_text import query_text
 from es_plugin_bridge.elastic.mode_registry import mode_names
 from es_plugin_bridge.errors import UserError
 
@@ -64,7 +65,7 @@ def es_group() -> None:
 @click.option(
     "--embed-at-ingest", is_flag=True,
     help="OpenSearch: the index's ingest pipeline embeds each question (ml-commons models calling the "
-    "sidecar's /v1/embed, neural-search's text_embedding and sparse_encoding processors), so es index "
+    "sidecar's /v1/encode, neural-search's text_embedding and sparse_encoding processors), so es index "
     "sends the text only. Elasticsearch embeds at ingest wherever its licence allows; there this flag "
     "makes setup fail when it cannot.",
 )
@@ -82,6 +83,11 @@ def es_group() -> None:
               "(default: their _id).")
 @click.option("--in-place", is_flag=True, help="With --from-index: add the reranker's fields to THEIRS "
               "(_update_by_query) instead of copying it; first stage bm25 only.")
+@click.option("--shards", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Primary shards of the new index (raise it past ~10-50 GB of questions, or to spread "
+              "the search over nodes; every mode stays exact: docs/scaling-out.md).")
+@click.option("--replicas", type=click.IntRange(min=0), default=None,
+              help="Copies of each shard on other nodes (default: the cluster's, 1).")
 @click.option("--no-progress", is_flag=True)
 @connection_options
 def setup_command(
@@ -100,12 +106,15 @@ def setup_command(
     body_field: str,
     id_field: str | None,
     in_place: bool,
+    shards: int,
+    replicas: int | None,
     no_progress: bool,
     **conn: Any,
 ) -> None:
     """Create the index for MODEL_DIR (an export-onnx directory) and register the sidecar as a reranker
     (and, where the licence allows, as the embedder of an ingest pipeline)."""
     from es_plugin_bridge.elastic.provision import FromIndex, setup_index
+    from es_plugin_bridge.elastic.shards import IndexLayout
 
     if from_index is None and (in_place or id_field or (title_field, body_field) != ("title", "body")):
         raise UserError("--in-place, --title-field, --body-field and --id-field go with --from-index")
@@ -118,7 +127,7 @@ def setup_command(
     sidecar = sidecar_target(sidecar_url, token, timeout, sidecar_ca_certs)
     done = setup_index(pop_connection(conn), model_dir, index_name, sidecar, sidecar_from_es=sidecar_from_es,
                        recreate=recreate, no_vectors=no_vectors, embed_at_ingest=embed_at_ingest,
-                       source=source, progress=not no_progress)
+                       source=source, progress=not no_progress, layout=IndexLayout(shards, replicas))
     for line in done.lines:
         click.echo(line)
     if from_index is None:
@@ -146,6 +155,9 @@ def setup_command(
               "cluster or sidecar needed (an index with vectors embeds it in its ingest pipeline).")
 @click.option("--out", "out_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="With --dry-run: the file to write.")
+@click.option("--vectors", "vectors_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Take each question's vector and terms from this file of `esrerank embed` (made with the "
+              "index's model) instead of asking the sidecar, which need not run.")
 @connection_options
 def index_command(
     specs: tuple[str, ...],
@@ -161,6 +173,7 @@ def index_command(
     no_progress: bool,
     dry_run: bool,
     out_file: Path | None,
+    vectors_file: Path | None,
     **conn: Any,
 ) -> None:
     """Index the questions of SPEC (FORMAT:PATH, repeatable) with their vectors and BOW terms.
@@ -168,20 +181,17 @@ def index_command(
     Where ``es setup`` made an ingest pipeline, the cluster embeds them (Elasticsearch where its licence
     allows; OpenSearch after ``es setup --embed-at-ingest``); otherwise this client asks the sidecar.
     An index without vectors (a cross-encoder's, or --no-vectors) gets the text only.
-    ``--dry-run --out FILE`` writes the bulk body instead."""
-    from es_plugin_bridge.data.spec import read_spec
+    ``--dry-run --out FILE`` writes the bulk body instead; ``--vectors FILE`` stores what
+    ``esrerank embed`` wrote (no sidecar)."""
+    from es_plugin_bridge.cli.rerun import finish_index_run
     from es_plugin_bridge.elastic.indexing import index_run
     from es_plugin_bridge.text import Preprocessor
 
     if dry_run != (out_file is not None):
         raise UserError("--dry-run and --out go together")
-    questions: dict[str, Any] = {}
-    for spec in specs:
-        data = read_spec(spec, skip_bad=skip_bad)
-        if data.skipped:
-            click.echo(f"{spec}: skipped {data.skipped} malformed records (--skip-bad)", err=True)
-        for q in data.questions.values():
-            questions.setdefault(q.id, q)
+    if dry_run and vectors_file is not None:
+        raise UserError("--vectors goes with a real run, not --dry-run")
+    questions = read_questions(specs, skip_bad)
     if dry_run:
         from es_plugin_bridge.elastic.bulk_file import write_bulk_file
         from es_plugin_bridge.text import TextOptions
@@ -195,12 +205,22 @@ def index_command(
     run = index_run(pop_connection(conn).client(), index_name, list(questions.values()),
                     sidecar, batch_size=batch_size, resume=resume,
                     max_retries=max_retries, progress=not no_progress,
-                    note=lambda line: click.echo(line, err=True))
-    for line in run.report.lines():
-        click.echo(line)
-    if run.error:
-        click.echo(f"error: {run.error}", err=True)
-        sys.exit(1)
+                    note=lambda line: click.echo(line, err=True), vectors=vectors_file)
+    finish_index_run(run)
+
+
+def read_questions(specs: tuple[str, ...], skip_bad: bool) -> dict[str, Any]:
+    """The questions of every SPEC by id (the first of an id wins), saying how many records were skipped."""
+    from es_plugin_bridge.data.spec import read_spec
+
+    questions: dict[str, Any] = {}
+    for spec in specs:
+        data = read_spec(spec, skip_bad=skip_bad)
+        if data.skipped:
+            click.echo(f"{spec}: skipped {data.skipped} malformed records (--skip-bad)", err=True)
+        for q in data.questions.values():
+            questions.setdefault(q.id, q)
+    return questions
 
 
 allow_failures_option = click.option(
@@ -234,6 +254,10 @@ knn_option = click.option(
 )
 @click.option("--explain", is_flag=True, help="Also print the request body sent and the timings.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.option("--shard-statistics", is_flag=True,
+              help="Score the first stage with each shard's own statistics: one round-trip less on an index "
+              "of several shards, but not the embedded engine's scores (default: global statistics, "
+              "dfs_query_then_fetch; docs/scaling-out.md).")
 @allow_failures_option
 @knn_option
 @index_option
@@ -247,6 +271,7 @@ def search_command(
     window: int,
     explain: bool,
     as_json: bool,
+    shard_statistics: bool,
     allow_rerank_failures: bool,
     knn: str,
     index_name: str,
@@ -260,13 +285,14 @@ def search_command(
     from es_plugin_bridge.data.questions import question_from_text
     from es_plugin_bridge.elastic.mode_factory import open_mode
 
-    text = " ".join(query)
+    text = query_text(query)
     if not text.strip():
         raise UserError("the query is empty")
     client = pop_connection(conn).client()
     searcher = open_mode(client, index_name, mode, first_stage, window=window,
                          sidecar=sidecar_target(sidecar_url, token, timeout, sidecar_ca_certs),
-                         allow_rerank_failures=allow_rerank_failures, knn=knn)
+                         allow_rerank_failures=allow_rerank_failures, knn=knn,
+                         global_statistics=not shard_statistics)
     result = searcher.search(question_from_text(text), top)
     # The modes' searches bring their hits' titles; only those they do not (hybrid) are read, in one mget.
     found = searcher.stage.questions([doc for doc, _ in result.hits])

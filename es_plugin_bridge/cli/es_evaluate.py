@@ -3,7 +3,9 @@
 The run's collection goes into a throw-away index (so collection statistics are the run's own, as in
 process); every first-stage ranker searches it; ``fused`` is computed by ``--mode`` (native, vectors
 or bridge) instead of in process; per-query results also go to the results index that the Kibana
-dashboards read (``--results-index``, default ``esrerank-runs``).
+dashboards read (``--results-index``, default ``esrerank-runs``). Whatever ends the run (its end, an
+error, Ctrl-C, SIGTERM), the throw-away index and what the mode registered are removed, or named with
+the request that removes them (``elastic/run_cleanup.py``).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import click
 
 from es_plugin_bridge.cli.es_options import pop_connection, sidecar_click_options, sidecar_target
 from es_plugin_bridge.cli.evaluate import evaluate
+from es_plugin_bridge.cli.interrupts import signals_interrupt
 from es_plugin_bridge.elastic.mode_registry import mode_names
 
 EXTRA = [
@@ -60,6 +63,9 @@ EXTRA = [
         ["--dataset"], default=None, help="Data set name in the results index (default: from the spec)."
     ),
     click.Option(["--keep-index"], is_flag=True, help="Keep the run's questions index (esrerank-eval-...)."),
+    click.Option(["--shards"], type=click.IntRange(min=1), default=1, show_default=True,
+                 help="Primary shards of the run's index (every search uses global statistics: the figures "
+                 "do not depend on it)."),
 ]
 
 
@@ -72,7 +78,7 @@ def _setup(options: dict[str, Any], conn: Any, first_stage: str | None) -> Any:
         sidecar=sidecar_target(options["sidecar_url"], options["token"], options["timeout"],
                                options["sidecar_ca_certs"]),
         first_stage=first_stage or "bm25", sidecar_from_es=options["sidecar_from_es"], knn=options["knn"],
-        keep_index=options["keep_index"],
+        keep_index=options["keep_index"], shards=options["shards"],
         results_index=None if options["no_results_index"] else options["results_index"],
         dataset=options["dataset"])
 
@@ -90,7 +96,9 @@ def _callback(**kwargs: Any) -> None:
     connection = {key: kwargs[key] for key in keys}
     conn = pop_connection(dict(connection))
     setup = _setup(options, conn, kwargs.get("fused_first_stage"))
-    evaluate.callback(**kwargs, engine="elasticsearch", setup=setup)  # type: ignore[misc]
+    # SIGTERM as Ctrl-C: the run's index and registrations are removed on the way out (run_cleanup).
+    with signals_interrupt():
+        evaluate.callback(**kwargs, engine="elasticsearch", setup=setup)  # type: ignore[misc]
 
 
 es_evaluate = click.Command(

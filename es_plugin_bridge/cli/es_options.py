@@ -138,6 +138,9 @@ def connection(
 CONNECTION_KEYS = ("es_url", "es_api_key", "es_username", "es_password", "es_ca_certs", "es_timeout")
 
 
-def pop_connection(kwargs: dict[str, Any]) -> Any:
-    """Take the connection options out of a command's keyword arguments; their ``Connection``."""
-    return connection(**{key: kwargs.pop(key) for key in CONNECTION_KEYS})
+def pop_connection(kwargs: dict[str, Any], engine: str | None = None) -> Any:
+    """Take the connection options out of a command's keyword arguments; their ``Connection``.
+    ``engine``: the one the user chose (``--engine opensearch``), which errors name until it answers."""
+    from dataclasses import replace
+
+    return replace(connection(**{key: kwargs.pop(key) for key in CONNECTION_KEYS}), engine_name=engine)

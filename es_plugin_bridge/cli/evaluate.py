@@ -120,7 +120,7 @@ def evaluate(task: str, data_spec: str | None, queries_spec: str | None, corpus_
         if setup is not None:  # `es evaluate`: its own engine, rankers and results index (cli/es_evaluate.py)
             engine_factory, extra, after = setup(stack, parsed, model_dir, not no_progress)
         else:
-            options = {"connection": pop_connection(connection)} if engine_info(engine).remote else {}
+            options = {"connection": pop_connection(connection, engine)} if engine_info(engine).remote else {}
             engine_factory = RunEngine(engine, stack, parsed, not no_progress, options)
         result = run_task(task, names, data_spec=data_spec, queries_spec=queries_spec,
                           corpus_specs=corpus_specs, dev_spec=dev_spec, model_dir=model_dir, params=parsed,

@@ -19,7 +19,8 @@ import click
 @click.option("--tolerance", default=1e-4, show_default=True, type=click.FloatRange(min=0.0),
               help="Largest |onnxruntime − torch| accepted; a larger difference aborts the export.")
 @click.option("--quantize", type=click.Choice(["int8"]),
-              help="Replace the verified graph by onnxruntime's dynamic int8 quantisation (smaller, faster).")
+              help="Replace the verified graph by onnxruntime's dynamic int8 quantisation (smaller, faster; "
+                   "served one text per run, so a text's vector never depends on its batch).")
 @click.option("--int8-tolerance", default=0.05, show_default=True, type=click.FloatRange(min=0.0),
               help="With --quantize: largest 1 − cosine(int8 vector, torch vector) accepted on the "
                    "verification questions (quantisation error).")

@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "split": ("es_plugin_bridge.cli.split", "split"),
     "export-onnx": ("es_plugin_bridge.cli.export", "export_onnx_command"),
     "embeddings": ("es_plugin_bridge.cli.embeddings", "embeddings_command"),
+    "embed": ("es_plugin_bridge.cli.embed", "embed_command"),
     "serve": ("es_plugin_bridge.cli.serve", "serve_command"),
     "search": ("es_plugin_bridge.cli.search", "search_command"),
     "es": ("es_plugin_bridge.cli.es", "es_group"),

@@ -17,6 +17,7 @@ from es_plugin_bridge.cli.es_options import (
     sidecar_option,
     sidecar_target,
 )
+from es_plugin_bridge.cli.query_text import query_text
 
 
 @click.command("search", context_settings={"help_option_names": ["-h", "--help"]})
@@ -48,10 +49,10 @@ def search_command(query: tuple[str, ...], corpus_specs: tuple[str, ...], engine
 
     target = sidecar_target(sidecar_url, token, timeout, sidecar_ca_certs) if sidecar_url else None
     sidecar = SidecarClient.reaching(target) if target is not None else None
-    conn = pop_connection(connection) if engine_info(engine).remote else None
+    conn = pop_connection(connection, engine) if engine_info(engine).remote else None
     built, holds = open_searchable(engine, corpus_specs, index_name, conn)
     bridge = BridgeSearch(built.first_stage(similarity), sidecar, similarity=similarity, window=window)
-    result = bridge.search(" ".join(query), k=top)
+    result = bridge.search(query_text(query), k=top)
     if as_json:
         _print_json(result)
     else:

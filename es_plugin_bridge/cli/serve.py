@@ -101,7 +101,8 @@ def serve_command(model_dir: Path, host: str, port: int, token: str | None, toke
                   expect_sha256: str | None, max_documents: int, max_body_mb: int, request_timeout: float,
                   max_connections: int, threads: int, onnx_threads: int, cache_size: int, batch_size: int,
                   encoder_workers: int | None, device: str, name: str | None) -> None:
-    """Serve an exported model directory: /v1/rerank, /v2/rerank, /v1/embed, /healthz, /readyz, /metrics."""
+    """Serve an exported model directory: /v1/rerank, /v2/rerank, /v1/encode, /v1/embed, /v2/embed,
+    /healthz, /readyz, /metrics."""
     from es_plugin_bridge.serving.settings import Settings
 
     ctx = click.get_current_context()
@@ -137,8 +138,8 @@ def run_sidecar(settings: Settings) -> None:
     if settings.host not in ("127.0.0.1", "localhost", "::1") and not settings.token:
         click.echo(f"warning: serving on {settings.host} without a bearer token (--token-file)", err=True)
     click.echo(f"serving {app.extensions['esrerank'].name} on {server.url} "
-               f"on {app.extensions['esrerank'].model.provider} (/v1/rerank, /v2/rerank, /v1/embed, "
-               "/healthz, /readyz, /metrics, /openapi.json); "
+               f"on {app.extensions['esrerank'].model.provider} (/v1/rerank, /v2/rerank, /v1/encode, "
+               "/v1/embed, /v2/embed, /healthz, /readyz, /metrics, /openapi.json); "
                f"manifest sha256 {manifest_digest(settings.model_dir)}", err=True)
     try:
         server.run()

@@ -1,6 +1,6 @@
 """The weighted bag of words as search-engine features: keys and values an index stores as is.
 
-Both the sidecar (``/v1/embed``'s ``bow_tokens``/``bow_weights``, read by an Elasticsearch
+Both the sidecar (``/v1/encode``'s ``bow_tokens``/``bow_weights``, read by an Elasticsearch
 ``sparse_embedding`` endpoint at ingest) and the client-side indexer (``elastic.mappings``) write the
 same features, so they live here, below both.
 

@@ -30,6 +30,7 @@ from elasticsearch.helpers import expand_action
 from opensearchpy.exceptions import TransportError as OpenSearchError
 from tqdm import tqdm
 
+from es_plugin_bridge.elastic.read_ahead import read_ahead
 from es_plugin_bridge.errors import UserError
 
 Q = TypeVar("Q")
@@ -60,6 +61,7 @@ class BulkReport:
     failures: list[Failure] = field(default_factory=list)
     retries: int = 0  # item sends beyond the first (429/5xx/transport errors), for information
     aborted: str | None = None  # why the run stopped before reading every item, or None
+    interrupted: bool = False  # the run was stopped by Ctrl-C (``aborted`` says where)
 
     @property
     def ok(self) -> bool:
@@ -95,6 +97,9 @@ def index_questions(
     progress: bool = True,
     id_of: Callable[[Q], str] = attrgetter("id"),
     stop_on: Callable[[int | None, str], str | None] | None = None,
+    batch_refused: Callable[[Exception], bool] | None = None,
+    item_refused: Callable[[int | None, str], bool] | None = None,
+    ahead: int = 1,
 ) -> BulkReport:
     """Index ``items`` into ``index`` in batches of ``batch_size`` and return the report.
 
@@ -118,39 +123,67 @@ def index_questions(
     ``stop_on(status, reason)`` of a failed item: why the whole run must stop at once, or None. Such an
     item is not resent, and the run ends after its batch (an ingest pipeline's embedder that cannot be
     reached fails every further batch the same way, after the same wait).
+
+    One bad item must fail alone, not its batch. ``batch_refused(exc)``: ``prepare`` raised because of
+    some of the batch's items (the sidecar refused a text): the batch is split in halves, each prepared
+    again, until the items it refuses fail alone with that reason and the rest are sent.
+    ``item_refused(status, reason)``: a failed bulk item may have failed for a neighbour (an ingest
+    processor embeds a bulk's documents in one call): those items are resent in halves the same way.
+
+    Ctrl-C ends the run with the report so far: the items of the batch in flight whose answer had not
+    come are failures ("interrupted"; one may be stored, which ``resume`` finds), ``report.interrupted``.
+
+    ``ahead``: batches prepared (resume check and ``prepare``, i.e. embedding) in a worker thread while the
+    cluster stores the one before (``read_ahead.py``), so a run goes at the pace of the slower of the two
+    instead of their sum; 0 prepares and sends each batch in turn. A batch counts as read when it is
+    booked, so one prepared but never sent (the run stopped) is neither read nor lost: resume sends it.
     """
     if batch_size < 1 or max_retries < 0:
         raise ValueError("batch_size must be >= 1 and max_retries >= 0")
     es = client.options(max_retries=0, retry_on_status=())
     _require_index(es, index)
-    run = _Run(es, index, prepare, id_of, _Retry(max_retries, initial_backoff, max_backoff), stop_on)
-    report = run.report
-    failed_in_a_row = 0  # consecutive batches with nothing indexed and something failed
+    run = _Run(es, index, prepare, id_of, _Retry(max_retries, initial_backoff, max_backoff),
+               _Rules(stop_on, batch_refused, item_refused))
     with tqdm(total=len(items) if isinstance(items, Sized) else None, desc=f"indexing {index}",
               unit="question", file=sys.stderr, dynamic_ncols=True, mininterval=0.2,
               disable=None if progress else True) as bar:
-        for batch in _batches(items, batch_size):
-            indexed, failed = report.indexed, report.failed
-            report.read += len(batch)
-            run.batch(batch, resume)
-            bar.update(len(batch))
-            bar.set_postfix(indexed=report.indexed, skipped=report.skipped, failed=report.failed,
-                            refresh=False)
-            if run.stop is not None:
-                report.aborted = (f"{run.stop}; stopped after {id_of(batch[-1])}, reading nothing further; "
-                                  "re-run with resume to continue")
+        staged = (run.stage(batch, resume) for batch in _batches(items, batch_size))
+        try:
+            if ahead < 1:
+                _run_batches(run, staged, bar, abort_after_failed_batches)
+            else:
+                with read_ahead(staged, ahead) as prepared:
+                    _run_batches(run, prepared, bar, abort_after_failed_batches)
+        except KeyboardInterrupt:
+            run.interrupt()
+    return run.report
+
+
+def _run_batches(run: _Run[Q], batches: Iterable[_Staged], bar: tqdm,
+                 abort_after_failed_batches: int) -> None:
+    """Each prepared batch in turn, until the end or a reason to stop (``report.aborted``)."""
+    report = run.report
+    failed_in_a_row = 0  # consecutive batches with nothing indexed and something failed
+    for batch in batches:
+        indexed, failed = report.indexed, report.failed
+        run.book(batch)
+        bar.update(len(batch.ids))
+        bar.set_postfix(indexed=report.indexed, skipped=report.skipped, failed=report.failed,
+                        refresh=False)
+        if run.stop is not None:
+            report.aborted = (f"{run.stop}; stopped after {batch.ids[-1]}, reading nothing further; "
+                              "re-run with resume to continue")
+            break
+        if report.indexed > indexed:
+            failed_in_a_row = 0
+        elif report.failed > failed:
+            failed_in_a_row += 1
+            if abort_after_failed_batches and failed_in_a_row >= abort_after_failed_batches:
+                report.aborted = (
+                    f"{failed_in_a_row} batches in a row failed (last: {report.failures[-1].reason}); "
+                    f"stopped after {batch.ids[-1]}, reading nothing further; "
+                    "re-run with resume to continue")
                 break
-            if report.indexed > indexed:
-                failed_in_a_row = 0
-            elif report.failed > failed:
-                failed_in_a_row += 1
-                if abort_after_failed_batches and failed_in_a_row >= abort_after_failed_batches:
-                    report.aborted = (
-                        f"{failed_in_a_row} batches in a row failed (last: {report.failures[-1].reason}); "
-                        f"stopped after {id_of(batch[-1])}, reading nothing further; "
-                        "re-run with resume to continue")
-                    break
-    return report
 
 
 class _Retry:
@@ -177,45 +210,112 @@ class _Retry:
 
 
 _Pending = tuple[str, dict[str, Any], Any]  # (id, action line, source line or None)
+_Suspect = tuple[_Pending, int | None, str]  # an item refused maybe for a neighbour: (item, status, reason)
+
+
+class _Staged(NamedTuple):
+    """One batch made ready to send (in the read-ahead thread): its ids, those resume found stored, those
+    that failed before sending (with status and reason), and the bulk lines of the rest."""
+
+    ids: list[str]
+    skipped: list[str]
+    failures: list[tuple[list[str], int | None, str]]
+    pending: list[_Pending]
+    interrupted: BaseException | None = None  # Ctrl-C came while it was prepared: booked as read, raised
+
+
+class _Rules(NamedTuple):
+    """``index_questions``' rules for failures (see there): stop the run, split a refused batch."""
+
+    stop_on: Callable[[int | None, str], str | None] | None = None
+    batch_refused: Callable[[Exception], bool] | None = None
+    item_refused: Callable[[int | None, str], bool] | None = None
 
 
 class _Run(Generic[Q]):
     """One indexing run: books every item of every batch into its report."""
 
     def __init__(self, es: Elasticsearch, index: str, prepare: Callable[[list[Q]], list[dict[str, Any]]],
-                 id_of: Callable[[Q], str], retry: _Retry,
-                 stop_on: Callable[[int | None, str], str | None] | None = None) -> None:
+                 id_of: Callable[[Q], str], retry: _Retry, rules: _Rules | None = None) -> None:
         self.es, self.index, self.prepare, self.id_of, self.retry = es, index, prepare, id_of, retry
-        self.stop_on = stop_on
+        self.rules = rules or _Rules()
         self.stop: str | None = None  # why the run stops after this batch (``stop_on``), or None
         self.report = BulkReport()
+        self.open: dict[str, None] = {}  # the ids of the batch at hand not booked yet, in order
 
-    def batch(self, batch: list[Q], resume: bool) -> None:
-        ids = [str(self.id_of(item)) for item in batch]
+    def stage(self, batch: list[Q], resume: bool) -> _Staged:
+        """The resume check and the bulk lines of ``batch``; books nothing (it may run in another thread)."""
+        all_ids = ids = [str(self.id_of(item)) for item in batch]
+        failures: list[tuple[list[str], int | None, str]] = []
+        skipped: list[str] = []
         if resume:
             resp, status, reason = self.retry.call(self.es.mget, index=self.index, ids=ids, source=False)
             if resp is None:
-                self.report._fail(ids, status, f"resume check (mget) failed: {reason}")
-                return
+                return _Staged(all_ids, [], [(ids, status, f"resume check (mget) failed: {reason}")], [])
             # mget is real time: it also finds documents indexed but not yet refreshed, which a
             # terms query on _id would miss right after an interrupted run.
             present = {doc["_id"] for doc in resp["docs"] if doc.get("found")}
-            self.report.skipped += sum(id_ in present for id_ in ids)
+            skipped = [id_ for id_ in ids if id_ in present]
             keep = [n for n, id_ in enumerate(ids) if id_ not in present]
             batch, ids = [batch[n] for n in keep], [ids[n] for n in keep]
-            if not batch:
-                return
+        try:
+            pending = self._prepare(batch, ids, failures)
+        except KeyboardInterrupt as exc:  # the batch was being read: booked as in flight (``book``)
+            return _Staged(all_ids, [], [], [], exc)
+        return _Staged(all_ids, skipped, failures, pending)
+
+    def book(self, staged: _Staged) -> None:
+        """Count a staged batch as read, book what failed before sending, and send the rest."""
+        self.open = dict.fromkeys(staged.ids)
+        self.report.read += len(staged.ids)
+        if staged.interrupted is not None:
+            raise staged.interrupted
+        self.report.skipped += len(staged.skipped)
+        for id_ in staged.skipped:
+            self.open.pop(id_, None)
+        for ids, status, reason in staged.failures:
+            self._failed(ids, status, reason)
+        if staged.pending:
+            self._send(staged.pending)
+
+    def interrupt(self) -> None:
+        """Ctrl-C: what was in flight is failed, and the report says the run was stopped."""
+        where = next(iter(self.open), None)
+        self._failed(list(self.open), None, "interrupted before its answer came (it may be stored: "
+                                            "resume checks)")
+        self.report.interrupted = True
+        self.report.aborted = ("interrupted (Ctrl-C)" + (f" at {where}" if where else "")
+                               + ", reading nothing further; re-run with resume to continue")
+
+    def _failed(self, ids: list[str], status: int | None, reason: str) -> None:
+        self.report._fail(ids, status, reason)
+        for id_ in ids:
+            self.open.pop(id_, None)
+
+    def _prepare(self, batch: list[Q], ids: list[str],
+                 failures: list[tuple[list[str], int | None, str]]) -> list[_Pending]:
+        """The bulk lines of ``batch``; where ``prepare`` refuses some items, each fails alone (added to
+        ``failures``)."""
+        if not batch:
+            return []
         try:
             actions = self.prepare(batch)
         except Exception as exc:  # the batch cannot be prepared: every id fails, with the reason
-            self.report._fail(ids, None, f"prepare failed: {type(exc).__name__}: {_short(str(exc))}")
-            return
+            refused = self.rules.batch_refused
+            if len(batch) > 1 and refused is not None and refused(exc):  # find the items it refuses
+                half = len(batch) // 2
+                return (self._prepare(batch[:half], ids[:half], failures)
+                        + self._prepare(batch[half:], ids[half:], failures))
+            failures.append((ids, None, f"prepare failed: {type(exc).__name__}: {_short(str(exc))}"))
+            return []
         if len(actions) != len(batch):
             raise ValueError(f"prepare returned {len(actions)} actions for {len(batch)} items")
-        self._send([_expand(action, id_, self.index) for action, id_ in zip(actions, ids, strict=True)])
+        return [_expand(action, id_, self.index) for action, id_ in zip(actions, ids, strict=True)]
 
     def _send(self, pending: list[_Pending]) -> None:
-        """Bulk-send ``pending``, resending what is retryable, until done or out of retries."""
+        """Bulk-send ``pending``, resending what is retryable, until done or out of retries; items
+        refused maybe for a neighbour (``item_refused``) are resent in halves until they fail alone."""
+        suspects: list[_Suspect] = []
         for attempt in range(self.retry.max_retries + 1):
             if attempt:
                 self.retry.wait(attempt)
@@ -227,39 +327,54 @@ class _Run(Generic[Q]):
             except REQUEST_ERRORS as exc:
                 status = _status_of(exc)
                 if last or not _retryable(status):
-                    self.report._fail([p[0] for p in pending], status,
-                                      f"bulk request failed: {_reason_of_exception(exc)}")
-                    return
+                    self._failed([p[0] for p in pending], status,
+                                 f"bulk request failed: {_reason_of_exception(exc)}")
+                    break
                 continue
-            pending = self._book(pending, items, resend=not last)
+            pending = self._book(pending, items, resend=not last, suspects=suspects)
             if not pending:
-                return
+                break
+        if len(suspects) == 1:  # alone: the reason is its own
+            (id_, _, _), status, reason = suspects[0]
+            self._failed([id_], status, reason)
+        elif suspects:
+            half = len(suspects) // 2
+            self._send([item for item, _, _ in suspects[:half]])
+            self._send([item for item, _, _ in suspects[half:]])
 
-    def _book(self, pending: list[_Pending], items: list[dict[str, Any]], resend: bool) -> list[_Pending]:
-        """Book each response item against the action it answers (same position); return those to resend."""
+    def _book(self, pending: list[_Pending], items: list[dict[str, Any]], resend: bool,
+              suspects: list[_Suspect]) -> list[_Pending]:
+        """Book each response item against the action it answers (same position); return those to resend
+        (and add to ``suspects`` those refused maybe for a neighbour)."""
         again = []
         for n, action in enumerate(pending):
             id_ = action[0]
             if n >= len(items):
-                self.report._fail([id_], None, f"no answer for this action in the bulk response "
-                                               f"({len(items)} items for {len(pending)} actions)")
+                self._failed([id_], None, f"no answer for this action in the bulk response "
+                                          f"({len(items)} items for {len(pending)} actions)")
                 continue
             ((_, result),) = items[n].items()
             status = int(result.get("status", 500))
             if str(result.get("_id")) != id_:
-                self.report._fail([id_], status, f"bulk response item {n} is for id {result.get('_id')!r}")
+                self._failed([id_], status, f"bulk response item {n} is for id {result.get('_id')!r}")
             elif 200 <= status < 300:
                 self.report.indexed += 1
+                self.open.pop(id_, None)
             else:
                 reason = _reason_of_error(result.get("error"))
-                stop = self.stop_on(status, reason) if self.stop_on is not None else None
+                stop = self.rules.stop_on(status, reason) if self.rules.stop_on is not None else None
                 if stop is not None:
                     self.stop = self.stop or stop
-                if resend and stop is None and _retryable(status):
+                if stop is None and self._refused(status, reason):
+                    suspects.append((action, status, reason))
+                elif resend and stop is None and _retryable(status):
                     again.append(action)
                 else:
-                    self.report._fail([id_], status, reason)
+                    self._failed([id_], status, reason)
         return again
+
+    def _refused(self, status: int, reason: str) -> bool:
+        return self.rules.item_refused is not None and self.rules.item_refused(status, reason)
 
 
 def _retryable(status: int | None) -> bool:

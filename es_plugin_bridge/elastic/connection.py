@@ -4,6 +4,11 @@ Every ``esrerank es ...`` command and ``--engine elasticsearch`` take the same o
 from the environment (``ESRERANK_ES_URL``, ``ESRERANK_ES_API_KEY``, ``ESRERANK_ES_USERNAME``,
 ``ESRERANK_ES_PASSWORD``, ``ESRERANK_ES_CA_CERTS``). An unreachable cluster or a refused
 credential is a one-line ``UserError``, not a traceback.
+
+``--es-url`` may name several nodes of one cluster, comma-separated: the client then sends each request
+to one of them and, when a node does not answer (refused, reset), retries it on the next, so a command
+outlives the node it was talking to (opensearch-py's and elastic-transport's ``Transport`` mark the node
+dead and retry on another, up to ``max_retries``).
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ DEFAULT_URL = "http://localhost:9200"
 T = TypeVar("T")
 #: The client's first release with ``elasticsearch.dsl`` (typed queries, used by every request body).
 MIN_CLIENT = (8, 18)
+#: How messages name each engine.
+ENGINE_NAMES = {"elasticsearch": "Elasticsearch", "opensearch": "OpenSearch"}
 
 
 def client_version() -> tuple[int, int, int]:
@@ -74,6 +81,8 @@ class Connection:
     password: str | None = None
     ca_certs: str | None = None
     timeout: float = 30.0
+    #: The engine the user chose (``--engine opensearch``), named in errors before ``GET /`` answers.
+    engine_name: str | None = None
 
     @classmethod
     def from_env(cls, **given: Any) -> Connection:
@@ -91,9 +100,15 @@ class Connection:
             values["timeout"] = given["timeout"]
         return cls(**values)
 
+    @property
+    def urls(self) -> list[str]:
+        """The nodes ``--es-url`` names (comma-separated: several nodes of one cluster, for fail-over)."""
+        return [url.strip() for url in self.url.split(",") if url.strip()] or [self.url]
+
     def check(self) -> None:
-        if not self.url.startswith(("http://", "https://")):
-            raise UserError(f"--es-url must start with http:// or https://, got {self.url!r}")
+        for url in self.urls:
+            if not url.startswith(("http://", "https://")):
+                raise UserError(f"--es-url must start with http:// or https://, got {url!r}")
         if self.api_key and (self.username or self.password):
             raise UserError("give either --es-api-key or --es-username/--es-password, not both")
         if bool(self.username) != bool(self.password):
@@ -101,13 +116,14 @@ class Connection:
         if self.ca_certs and not os.path.isfile(self.ca_certs):
             raise UserError(f"--es-ca-certs {self.ca_certs}: no such file")
 
-    def engine(self) -> str:
-        """``opensearch`` when ``GET /`` names that distribution, else ``elasticsearch`` (also when the
-        answer is an error or does not come: the Elasticsearch client then says what is wrong)."""
+    @property
+    def target(self) -> str:
+        """How messages name the cluster before it has said what it is: the engine the user chose
+        (``--engine opensearch``), else "the search engine", with the URL."""
+        return f"{ENGINE_NAMES.get(self.engine_name or '', 'the search engine')} at {self.url}"
+
+    def _headers(self) -> dict[str, str]:
         import base64
-        import json
-        import ssl
-        import urllib.request
 
         headers = {"Accept": "application/json"}
         if self.api_key:
@@ -115,14 +131,68 @@ class Connection:
         elif self.username:
             pair = f"{self.username}:{self.password}".encode()
             headers["Authorization"] = "Basic " + base64.b64encode(pair).decode()
+        return headers
+
+    def _get(self, path: str, headers: Mapping[str, str]) -> tuple[int, Any]:
+        """``(status, JSON answer or None)`` of ``GET url/path`` from the first of :attr:`urls` that
+        answers; OSError (the last node's) when none does."""
+        import json
+        import ssl
+        import urllib.error
+        import urllib.request
+
         context = ssl.create_default_context(cafile=self.ca_certs) if self.ca_certs else None
-        request = urllib.request.Request(self.url.rstrip("/") + "/", headers=headers)
+        for n, url in enumerate(self.urls):
+            request = urllib.request.Request(url.rstrip("/") + path, headers=dict(headers))
+            try:
+                timeout = min(self.timeout, 10.0)
+                with urllib.request.urlopen(request, timeout=timeout, context=context) as resp:
+                    status, raw = resp.status, resp.read()
+            except urllib.error.HTTPError as exc:
+                status, raw = exc.code, exc.read()
+            except OSError:
+                if n == len(self.urls) - 1:
+                    raise
+                continue
+            break
         try:
-            with urllib.request.urlopen(request, timeout=min(self.timeout, 10.0), context=context) as resp:
-                info = json.loads(resp.read())
-        except (OSError, ValueError):
-            return "elasticsearch"
-        distribution = (info.get("version") or {}).get("distribution") if isinstance(info, dict) else None
+            return status, json.loads(raw)
+        except ValueError:
+            return status, None
+
+    def _sidecar_path(self) -> str | None:
+        """Where the URL answers as the esrerank sidecar (None: it does not): its open ``/readyz`` names
+        a model and a ``dimension``, or its ``/healthz`` says ``{"status": "ok"}``
+        (``serving/routes_ops.py``)."""
+        for path, looks_like in (("/readyz", lambda a: {"model", "dimension"} <= set(a)),
+                                 ("/healthz", lambda a: a == {"status": "ok"})):
+            try:
+                status, answer = self._get(path, {"Accept": "application/json"})
+            except OSError:
+                return None
+            if status == 200 and isinstance(answer, dict) and looks_like(answer):
+                return path
+        return None
+
+    def engine(self) -> str:
+        """``opensearch`` when ``GET /`` names that distribution, else ``elasticsearch`` (also when the
+        answer is an error such as 401: the Elasticsearch client then says what is wrong).
+
+        Nothing answering is a one-line error naming :attr:`target` (the engine chosen, or "the search
+        engine": nothing said which it is); a URL that answers as the esrerank sidecar instead of a
+        search engine is an error saying so."""
+        try:
+            status, info = self._get("/", self._headers())
+        except OSError as exc:
+            reason = getattr(exc, "reason", None) or exc
+            raise UserError(f"{self.target} is unreachable ({reason}); check --es-url") from None
+        version = info.get("version") if isinstance(info, dict) else None
+        sidecar = None if isinstance(version, dict) else self._sidecar_path()
+        if sidecar:
+            raise UserError(f"--es-url {self.url} answers as the esrerank sidecar (its {sidecar}), not as "
+                            f"{ENGINE_NAMES.get(self.engine_name or '', 'a search engine')}: --es-url takes "
+                            "the Elasticsearch or OpenSearch URL, --sidecar the sidecar's")
+        distribution = version.get("distribution") if isinstance(version, dict) else None
         return "opensearch" if distribution == "opensearch" else "elasticsearch"
 
     def client(self) -> Any:
@@ -135,7 +205,7 @@ class Connection:
 
             if self.api_key:
                 raise UserError("OpenSearch takes --es-username/--es-password, not an API key")
-            return connect(self.url, username=self.username, password=self.password, ca_certs=self.ca_certs,
+            return connect(self.urls, username=self.username, password=self.password, ca_certs=self.ca_certs,
                            timeout=self.timeout)
         if client_version()[:2] < MIN_CLIENT:
             check_client_version(9)
@@ -148,7 +218,7 @@ class Connection:
             options["basic_auth"] = (self.username, self.password)
         if self.ca_certs:
             options["ca_certs"] = self.ca_certs
-        return Elasticsearch(self.url, **options)
+        return Elasticsearch(self.urls, **options)
 
 
 @contextmanager
@@ -321,7 +391,7 @@ def _root_document(client: Any) -> dict[str, Any]:
                         "--es-api-key or --es-username/--es-password")
     if meta.status >= 400 or not isinstance(body, dict) or "version" not in body:
         raise UserError(f"reading the cluster version: {client.transport.node_pool.get().base_url} answered "
-                        f"{meta.status} to GET / (is it Elasticsearch?)")
+                        f"{meta.status} to GET / (is it a search engine?)")
     return body
 
 

@@ -20,6 +20,7 @@ from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.elastic import mappings, opensearch_dsl
 from es_plugin_bridge.elastic.connection import call
 from es_plugin_bridge.elastic.queries import first_stage_query
+from es_plugin_bridge.elastic.shards import search_type as search_type_for
 from es_plugin_bridge.engines.base import Hits, Tokens
 from es_plugin_bridge.engines.registry import EngineContext
 from es_plugin_bridge.engines.similarities import SIMILARITIES, make_similarity
@@ -39,9 +40,13 @@ class ElasticsearchFirstStage:
         tokens: Tokens,
         questions: dict[str, Question] | None = None,
         fields: tuple[str, str] = ("title", "body"),
+        global_statistics: bool = True,
     ) -> None:
         """``fields``: where the title and body live in ``_source`` (a user's own field paths when the
-        reranker's fields were added to their index in place)."""
+        reranker's fields were added to their index in place). ``global_statistics``: every search of
+        this stage and of the modes over it scores with the statistics of all shards
+        (``dfs_query_then_fetch``, ``elastic/shards.py``): the embedded engine's scores on any number of
+        shards; False: each shard's own, one round-trip less (``es search --shard-statistics``)."""
         if similarity not in mappings.FIELDS:
             raise UserError(f"unknown similarity {similarity!r} (choose from {', '.join(SIMILARITIES)})")
         self.client = client
@@ -50,6 +55,12 @@ class ElasticsearchFirstStage:
         self.tokens = tokens
         self._questions = questions if questions is not None else {}
         self.fields = fields
+        self.global_statistics = global_statistics
+
+    @property
+    def search_type(self) -> dict[str, str]:
+        """The ``search_type`` keyword every search over this stage sends (none: the engine's default)."""
+        return search_type_for(self.global_statistics)
 
     def _question(self, doc_id: str, source: Mapping[str, Any]) -> Question:
         title, body = (mappings.value_at(source, path) for path in self.fields)
@@ -67,7 +78,7 @@ class ElasticsearchFirstStage:
 
     def _run(self, body: dict[str, Any], size: int) -> Hits:
         answer = call(f"searching {self.index}", self.client.search, index=self.index, query=body, size=size,
-                      source={"includes": list(self.fields)}, track_total_hits=False)
+                      source={"includes": list(self.fields)}, track_total_hits=False, **self.search_type)
         return self.remember(answer["hits"]["hits"])
 
     def search(self, query: Question, k: int, exclude: set[str] | None = None) -> Hits:
@@ -134,8 +145,11 @@ class ElasticsearchEngine:
         batch_size: int = 200,
         progress: bool = True,
         fields: tuple[str, str] = ("title", "body"),
+        shards: int = 1,
+        replicas: int | None = None,
     ) -> None:
-        """``fields``: where its first stages read the title and body (``ElasticsearchFirstStage``)."""
+        """``fields``: where its first stages read the title and body (``ElasticsearchFirstStage``);
+        ``shards``/``replicas``: of the index it creates (``mappings.index_body``)."""
         self.client = client
         self.index_name = index
         self.tokens = tokens
@@ -147,6 +161,8 @@ class ElasticsearchEngine:
         self.batch_size = batch_size
         self.progress = progress
         self.fields = fields
+        self.shards = shards
+        self.replicas = replicas
         self._questions: dict[str, Question] = {}
 
     def create(self) -> None:
@@ -159,6 +175,8 @@ class ElasticsearchEngine:
             params=self.params,
             meta=self.meta,
             knn_plugin=opensearch_dsl.is_opensearch(self.client),  # OpenSearch: a knn_vector
+            shards=self.shards,
+            replicas=self.replicas,
         )
         call(f"creating index {self.index_name}", self.client.indices.create, index=self.index_name, **body)
 
@@ -210,7 +228,8 @@ class ElasticsearchEngine:
 
 #: What ``open_engine`` reads from ``EngineContext.options``.
 OPTIONS = frozenset(
-    {"connection", "client", "index", "keep", "embed", "dimension", "neural_similarity", "meta", "fields"}
+    {"connection", "client", "index", "keep", "embed", "dimension", "neural_similarity", "meta", "fields",
+     "shards", "replicas"}
 )
 
 
@@ -225,13 +244,13 @@ def open_engine(context: EngineContext) -> ElasticsearchEngine:
     ``context.tokens`` is given. Options: ``connection`` (a ``Connection``; a run's index needs it) or
     ``client``, ``index``, ``keep``, ``fields`` (where the title and body are read, default ``title``
     and ``body``), and for indexing ``embed``, ``dimension``, ``neural_similarity`` (default cosine)
-    and ``meta``.
+    and ``meta``, and ``shards``/``replicas`` of the index it creates.
     """
     options = dict(context.options)
     unknown = set(options) - OPTIONS
     if unknown:
         raise ValueError(f"the elasticsearch engine has no option {', '.join(sorted(unknown))}")
-    own = ("embed", "dimension", "neural_similarity", "meta", "fields")  # ElasticsearchEngine's defaults
+    own = ("embed", "dimension", "neural_similarity", "meta", "fields", "shards", "replicas")  # its defaults
     more = {key: options[key] for key in own if key in options}
     if context.cleanup is None:
         index = options.get("index")

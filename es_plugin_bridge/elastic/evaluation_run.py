@@ -16,12 +16,13 @@ from typing import Any
 
 from es_plugin_bridge.bridge.sidecar_target import SidecarTarget
 from es_plugin_bridge.elastic.connection import ClusterInfo, call
+from es_plugin_bridge.elastic.run_cleanup import RunCleanup
 from es_plugin_bridge.elastic.setup import IndexMeta
 from es_plugin_bridge.errors import UserError
 
 
 def prepare_native(client: Any, index: str, meta: IndexMeta, sidecar_url: str, token: str | None,
-                   cluster: ClusterInfo, stack: ExitStack) -> IndexMeta:
+                   cluster: ClusterInfo, stack: RunCleanup) -> IndexMeta:
     """Mode ``native``: the run's inference endpoints (one per first stage), deleted after the run."""
     from es_plugin_bridge.elastic.setup import register_endpoints
 
@@ -29,18 +30,27 @@ def prepare_native(client: Any, index: str, meta: IndexMeta, sidecar_url: str, t
     if why:
         raise UserError(why)
     for endpoint in endpoints.values():
-        stack.callback(call, f"deleting {endpoint}", client.options(ignore_status=404).inference.delete,
-                       inference_id=endpoint, force=True)
+        stack.remove(f"inference endpoint {endpoint}", "DELETE", f"/_inference/{endpoint}?force=true",
+                     call, f"deleting {endpoint}", client.options(ignore_status=404).inference.delete,
+                     inference_id=endpoint, force=True)
     return replace(meta, inference=endpoints)
 
 
 def prepare_rerank(client: Any, index: str, meta: IndexMeta, sidecar_url: str, token: str | None,
-                   cluster: ClusterInfo, stack: ExitStack) -> IndexMeta:
-    """Mode ``rerank`` (OpenSearch): the run's connector, model and search pipeline, removed after it."""
-    from es_plugin_bridge.elastic.opensearch_rerank import register_rerank, unregister_rerank
+                   cluster: ClusterInfo, stack: RunCleanup) -> IndexMeta:
+    """Mode ``rerank`` (OpenSearch): the run's connector, model and search pipeline, removed after it
+    in this order (ml-commons refuses to delete a deployed model, and a connector a model uses)."""
+    from es_plugin_bridge.elastic.opensearch_rerank import register_rerank
 
     registered = register_rerank(client, index, sidecar_url, token)
-    stack.callback(unregister_rerank, client, registered)
+    model, connector = registered["model_id"], registered["connector_id"]
+    pipeline = registered["search_pipeline"]
+    steps = [("DELETE", f"/_search/pipeline/{pipeline}", f"search pipeline {pipeline}"),
+             ("POST", f"/_plugins/_ml/models/{model}/_undeploy", f"deployment of model {model}"),
+             ("DELETE", f"/_plugins/_ml/models/{model}", f"model {model}"),
+             ("DELETE", f"/_plugins/_ml/connectors/{connector}", f"connector {connector}")]
+    for method, path, what in reversed(steps):  # the stack removes the last registered first
+        stack.remove(what, method, path, client.raw.transport.perform_request, method, path)
     return replace(meta, search_pipeline=registered["search_pipeline"])
 
 
@@ -59,6 +69,9 @@ class EsEvaluationRun:
     keep_index: bool = False
     results_index: str | None = "esrerank-runs"
     dataset: str = "data"
+    #: Primary shards of the run's index; its searches use global statistics (``elastic/shards.py``), so
+    #: the figures are the in-process ones on any number.
+    shards: int = 1
 
     def __post_init__(self) -> None:
         if self.first_stage == "given":
@@ -86,11 +99,15 @@ class EsEvaluationRun:
         cluster = cluster_info(client)
         cluster.require(self.mode)
         index = f"esrerank-eval-{uuid.uuid4().hex[:10]}"
+        cleanup = stack.enter_context(RunCleanup(self.connection.url))
+        if not self.keep_index:  # removed last, after what the mode registered for it (LIFO)
+            cleanup.remove(f"index {index}", "DELETE", f"/{index}", call, f"deleting {index}",
+                           client.options(ignore_status=404).indices.delete, index=index)
         spec = mode_spec(self.mode)
         prepare = spec.load_prepare()
         if prepare is not None:
             meta = prepare(client, index, meta, self.sidecar_from_es or self.sidecar.url, self.sidecar.token,
-                           cluster, stack)
+                           cluster, cleanup)
         if not spec.needs_vectors:
             meta = replace(meta, dimension=None)
         made: list[Any] = []
@@ -105,10 +122,11 @@ class EsEvaluationRun:
         from es_plugin_bridge.elastic.engine import open_engine
         from es_plugin_bridge.engines.registry import EngineContext
 
-        options = {"connection": self.connection, "index": index, "keep": self.keep_index,
+        # "keep": the run's RunCleanup deletes the index (and says so when it cannot), not the engine.
+        options = {"connection": self.connection, "index": index, "keep": True,
                    "embed": embedder.embed if meta.dimension is not None else None,
                    "dimension": meta.dimension, "neural_similarity": meta.neural_similarity,
-                   "meta": meta.as_dict()}
+                   "meta": meta.as_dict(), "shards": self.shards}
         return lambda tokens: open_engine(EngineContext(tokens=tokens, params=params, progress=progress,
                                                         cleanup=stack, options=options))
 

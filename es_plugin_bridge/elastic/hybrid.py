@@ -6,7 +6,7 @@ the model's vectors find it (held-out AskUbuntu, docs/training.md "The transform
 (``es_plugin_bridge/rankers/whole_collection.py``), per query:
 
 ``hybrid`` (exact on any licence, Elasticsearch 8.8+)
-  0. the sidecar embeds the query (``/v1/embed``: vector and BOW terms), as mode vectors does;
+  0. the sidecar embeds the query (``/v1/encode``: vector and BOW terms), as mode vectors does;
   1. one ``_msearch``: the first stage's top ``window`` and the vectors' top ``window`` (exact: a
      ``script_score`` of the neural similarity over every document with a vector; ``--knn hnsw``:
      approximate ``knn``);
@@ -27,6 +27,10 @@ On OpenSearch (2.13+, the k-NN plugin) both modes send these bodies in the k-NN 
 (``elastic/opensearch_dsl.py``: its Painless functions, its ``knn`` query); ``hybrid`` is the same three
 steps (OpenSearch returns named-query scores for ``include_named_queries_score`` given as a URL
 parameter, as here), and ``hybrid-rrf`` always fuses in the client: OpenSearch has no ``rrf`` retriever.
+
+On any number of shards (``elastic/shards.py``): both windows are the merged global tops (every search
+with global statistics), and step 2 is restricted to the union, so the per-shard rescore window holds
+all of it; one custom ``preference`` pins the calls to the same copies, among the active ones only.
 
 HNSW (``--knn hnsw``) is approximate: a true neighbour can be missing from the vectors' window, so
 the union can lack it; the union's scores stay exact. A query with no tokens skips the first-stage
@@ -194,7 +198,8 @@ class _WindowsMode(Mode):
         self.embedder = embedder
         self.neural_similarity = neural_similarity
         self.knn = knn
-        # One custom preference string for every call of this mode: the same shard copies answer.
+        # One custom preference string for every call of this mode: the same shard copies answer (among
+        # the active ones: a dead node's copy is never picked, shards.py).
         self.preference = f"esrerank-{uuid.uuid4().hex[:12]}"
 
     def _searchable(self, vector: Sequence[float]) -> bool:
@@ -229,6 +234,7 @@ class _WindowsMode(Mode):
             self.client.msearch,
             index=self.index,
             searches=lines,
+            **self.stage.search_type,  # the first stage's global window on any number of shards
         )
         timings["windows"] = 1000 * (time.perf_counter() - start)
         for name, response in zip(parts, answer["responses"], strict=True):
@@ -280,6 +286,7 @@ class HybridMode(_WindowsMode):
             index=self.index,
             include_named_queries_score=True,
             preference=self.preference,
+            **self.stage.search_type,
             **_client_kwargs(body),
         )
         timings["search"] = 1000 * (time.perf_counter() - start)

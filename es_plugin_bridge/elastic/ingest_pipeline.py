@@ -1,4 +1,4 @@
-"""Elasticsearch embeds: two ``custom`` inference endpoints on the sidecar's ``/v1/embed`` and an ingest
+"""Elasticsearch embeds: two ``custom`` inference endpoints on the sidecar's ``/v1/encode`` and an ingest
 pipeline that fills a question's ``rerank_text``, ``vector`` and ``bow`` at index time.
 
 With them any client indexes with a plain ``_bulk`` (or ``_reindex`` / ``_update_by_query`` with
@@ -78,14 +78,14 @@ CLEAN_SCRIPT = (
 
 
 def embedding_endpoint(sidecar_url: str, token: str | None, task_type: str) -> dict[str, Any]:
-    """``PUT _inference/<task_type>/<id>`` body of the ``custom`` service calling ``/v1/embed``."""
+    """``PUT _inference/<task_type>/<id>`` body of the ``custom`` service calling ``/v1/encode``."""
     if task_type not in ("text_embedding", "sparse_embedding"):
         raise ValueError(f"no embedding endpoint of task type {task_type!r}")
     response = EMBED_RESPONSE if task_type == "text_embedding" else BOW_RESPONSE
     return {
         "service": "custom",
         "service_settings": {
-            "url": f"{sidecar_url.rstrip('/')}/v1/embed",
+            "url": f"{sidecar_url.rstrip('/')}/v1/encode",
             "headers": {"Authorization": "Bearer ${api_key}", "Content-Type": "application/json"},
             "secret_parameters": {"api_key": token or "no-token"},
             "request": EMBED_REQUEST,

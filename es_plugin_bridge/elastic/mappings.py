@@ -129,8 +129,14 @@ def index_body(
     analysis: Mapping[str, Any] | None = None,
     knn_plugin: bool = False,
     knn_graph: bool = True,
+    shards: int = 1,
+    replicas: int | None = None,
 ) -> dict[str, Any]:
-    """``PUT /<index>`` body: settings (one shard, so a rescore window is the global top) and mappings.
+    """``PUT /<index>`` body: settings and mappings.
+
+    ``shards``: primary shards (default 1: a small corpus needs no more; docs/scaling-out.md says when to
+    raise it; every mode stays exact on any number, ``elastic/shards.py``). ``replicas``: copies of each
+    shard on other nodes (None: the cluster's default, 1).
 
     Without ``dimension`` the index holds no vectors (first stages, modes native and bridge only).
     ``default_pipeline``: the ingest pipeline every write goes through (Elasticsearch embeds).
@@ -175,7 +181,10 @@ def index_body(
     merged: dict[str, Any] = {kind: dict(defs) for kind, defs in (analysis or {}).items()}
     for kind, defs in ours.items():
         merged.setdefault(kind, {}).update(defs)
-    settings: dict[str, Any] = {"number_of_shards": 1, "similarity": similarities, "analysis": merged}
+    settings: dict[str, Any] = {"number_of_shards": int(shards), "similarity": similarities,
+                                "analysis": merged}
+    if replicas is not None:
+        settings["number_of_replicas"] = int(replicas)
     if knn_plugin and knn_graph and dimension is not None and neural_similarity == "cosine":
         settings["index.knn"] = True  # the k-NN plugin builds a field's graph only in a knn index
     if default_pipeline:
@@ -240,7 +249,7 @@ def document(
     embedding: Mapping[str, Any] | None = None,
     neural_similarity: str = "cosine",
 ) -> dict[str, Any]:
-    """The ``_source`` of one question (``embedding``: one item of the sidecar's ``/v1/embed``).
+    """The ``_source`` of one question (``embedding``: one item of the sidecar's ``/v1/encode``).
 
     Under ``cosine`` a zero vector is left out (Elasticsearch refuses to index it); the rescore
     script then scores that document's neural term as cosine 0, as the product does in process."""

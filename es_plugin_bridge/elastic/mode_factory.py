@@ -69,8 +69,10 @@ def build_bridge(stage: ElasticsearchFirstStage, meta: IndexMeta, options: ModeO
 
 
 def open_mode(client: Any, index: str, mode: str, first_stage: str, *, window: int, sidecar: SidecarTarget,
-              allow_rerank_failures: bool = False, knn: str = "exact") -> Mode:
-    """Mode ``mode`` over an existing index (``es search``): its meta, its first stage, the cluster."""
+              allow_rerank_failures: bool = False, knn: str = "exact",
+              global_statistics: bool = True) -> Mode:
+    """Mode ``mode`` over an existing index (``es search``): its meta, its first stage, the cluster;
+    ``global_statistics`` False: each shard scores with its own statistics (``elastic/shards.py``)."""
     from es_plugin_bridge.elastic.connection import cluster_info
     from es_plugin_bridge.elastic.engine import open_engine
     from es_plugin_bridge.engines.registry import EngineContext
@@ -79,7 +81,9 @@ def open_mode(client: Any, index: str, mode: str, first_stage: str, *, window: i
     meta = read_meta(client, index)
     engine = open_engine(EngineContext(tokens=Preprocessor(meta.text_options()).tokens, options={
         "client": client, "index": index, "fields": (meta.title_field, meta.body_field)}))
-    return make_mode(mode, engine.first_stage(first_stage), meta, window=window, sidecar=sidecar,
+    stage = engine.first_stage(first_stage)
+    stage.global_statistics = global_statistics
+    return make_mode(mode, stage, meta, window=window, sidecar=sidecar,
                      cluster=cluster_info(client), allow_rerank_failures=allow_rerank_failures, knn=knn)
 
 

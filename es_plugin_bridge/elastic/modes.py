@@ -105,6 +105,7 @@ class Mode:
             size=k,
             source={"includes": list(self.stage.fields)} if sources else False,
             track_total_hits=False,
+            **self.stage.search_type,  # global statistics: exact on any number of shards (shards.py)
             **body,
         )
         if sources:
@@ -230,11 +231,17 @@ class VectorsMode(Mode):
         first = queries.first_stage_query(self.stage.similarity, tokens, only=only, exclude=exclude)
         # The same preference string on both calls: both read the same shard copies, so the second
         # call's first-pass scores are the ones the first call measured (a replica may hold other
-        # deleted-document statistics until it merges).
+        # deleted-document statistics until it merges). A copy that dies in between is skipped for
+        # another: a custom preference picks among active copies only (shards.py).
         pin = {"preference": f"esrerank-{uuid.uuid4().hex}"}
         probe, timings["window"] = self._search(window, sources=False, query=first, **pin)
-        weight = queries.basic_query_weight(self.beta["first_stage"], [s for _, s in _hits(probe)])
-        body = self._body({"query": first, "rescore": queries.rescore(rest, window, weight)})
+        found = _hits(probe)
+        weight = queries.basic_query_weight(self.beta["first_stage"], [s for _, s in found])
+        # A rescore window is per shard: rescoring only the global window's ids (each shard holds at
+        # most ``window`` of them) reranks exactly the global first-stage top window on any shard count.
+        window_only = queries.first_stage_query(self.stage.similarity, tokens, only=[d for d, _ in found],
+                                                exclude=exclude)
+        body = self._body({"query": window_only, "rescore": queries.rescore(rest, window, weight)})
         answer, timings["search"] = self._search(k, **body, **pin)
         return ModeResult(_hits(answer), True, timings_ms=timings, request=body)
 

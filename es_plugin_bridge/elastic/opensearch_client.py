@@ -16,6 +16,13 @@ from types import SimpleNamespace
 from typing import Any
 
 ENGINE = "opensearch"
+#: Every search asks for all shards' results or an error. By default a search whose shard failed on every
+#: copy tried answers 200 with the other shards' hits (``_shards.failed`` > 0): while a node dies, a
+#: shard whose DFS or query phase ran there is not retried on its replica in a later phase
+#: (``AbstractSearchAsyncAction``, ``allowPartialSearchResults``), so a window silently lacks that
+#: shard's documents and a mode reranks the wrong set. Refused, the search fails in one line instead
+#: (``tests/cluster/test_cluster_node_loss.py``).
+WHOLE = {"allow_partial_search_results": "false"}
 
 
 class Answer(dict):
@@ -87,23 +94,29 @@ class OpenSearchClient:
     def search(self, *, index: str, query: Any = None, size: int | None = None, source: Any = None,
                track_total_hits: Any = None, preference: str | None = None,
                search_pipeline: str | None = None, verbose_pipeline: bool | None = None,
-               include_named_queries_score: bool | None = None, **body: Any) -> Answer:
+               include_named_queries_score: bool | None = None, search_type: str | None = None,
+               **body: Any) -> Answer:
         """``POST /index/_search``; every other keyword (``rescore``, ``ext``, ...) goes into the body.
 
         ``include_named_queries_score`` is sent as the URL parameter: OpenSearch 2.19 writes the named
         queries' scores only when the URL asks (``SearchHit.toInnerXContent`` reads
         ``RestSearchAction.INCLUDE_NAMED_QUERIES_SCORE_PARAM``); the same key in the body computes them
-        and answers names only."""
+        and answers names only. Partial results are refused (:data:`WHOLE`)."""
         payload = _drop_none({"query": query, "size": size, "_source": source,
                               "track_total_hits": track_total_hits, **body})
-        params = _drop_none({"preference": preference, "search_pipeline": search_pipeline,
+        params = _drop_none({**WHOLE, "preference": preference, "search_type": search_type,
+                             "search_pipeline": search_pipeline,
                              "verbose_pipeline": "true" if verbose_pipeline else None,
                              "include_named_queries_score": "true" if include_named_queries_score else None})
         return self._call(self._os.search, index=index, body=payload, params=params)
 
-    def msearch(self, *, index: str, searches: list[Any]) -> Answer:
-        """``POST /index/_msearch`` of header and body lines, as elasticsearch-py's ``searches=``."""
-        return self._call(self._os.msearch, index=index, body=list(searches))
+    def msearch(self, *, index: str, searches: list[Any], search_type: str | None = None) -> Answer:
+        """``POST /index/_msearch`` of header and body lines, as elasticsearch-py's ``searches=``
+        (``search_type``: every search's, a URL parameter); each search refuses partial results
+        (:data:`WHOLE`, in its header line)."""
+        params = _drop_none({"search_type": search_type})
+        lines = [{**WHOLE, **line} if n % 2 == 0 else line for n, line in enumerate(searches)]
+        return self._call(self._os.msearch, index=index, body=lines, params=params)
 
     def get(self, *, index: str, id: str, source_includes: list[str] | None = None) -> Answer:
         params = _drop_none({"_source_includes": ",".join(source_includes) if source_includes else None})
@@ -179,9 +192,10 @@ class _Indices:
         return self._owner._call(self._os.put_mapping, index=index, body=body)
 
 
-def connect(url: str, *, username: str | None = None, password: str | None = None,
+def connect(url: str | list[str], *, username: str | None = None, password: str | None = None,
             ca_certs: str | None = None, timeout: float = 30.0) -> OpenSearchClient:
-    """An :class:`OpenSearchClient` for ``url`` (nothing is sent yet)."""
+    """An :class:`OpenSearchClient` for ``url`` (nothing is sent yet); several URLs: nodes of one
+    cluster, each request retried on the next when a node does not answer (``Transport``)."""
     from opensearchpy import OpenSearch
 
     options: dict[str, Any] = {"timeout": timeout}

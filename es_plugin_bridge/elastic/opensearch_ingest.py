@@ -1,5 +1,5 @@
 """OpenSearch embeds at ingest (``es setup --embed-at-ingest``): two ml-commons remote models on the
-sidecar's ``/v1/embed`` and an ingest pipeline, the index's ``default_pipeline``, that fills a question's
+sidecar's ``/v1/encode`` and an ingest pipeline, the index's ``default_pipeline``, that fills a question's
 ``rerank_text``, ``vector`` and ``bow`` — the twin of Elasticsearch's (``elastic/ingest_pipeline.py``).
 
 Read from the source of ml-commons 2.19.1.0 and neural-search 2.19.1.0 (the plugins of the test node):
@@ -8,7 +8,7 @@ Read from the source of ml-commons 2.19.1.0 and neural-search 2.19.1.0 (the plug
   (``MLCommonsClientAccessor.inferenceSentences``); ``connector.pre_process.default.embedding``
   (``MLPreProcessFunction`` → ``OpenAIEmbeddingPreProcessFunction``) turns the texts into
   ``parameters.input``, a JSON array written by Gson, so the body ``{"texts": ${parameters.input}}`` is
-  the sidecar's ``EmbedRequest``. ``RemoteConnectorExecutor.calculateChunkSize`` sends all the texts of
+  the sidecar's ``EncodeRequest``. ``RemoteConnectorExecutor.calculateChunkSize`` sends all the texts of
   a processor batch in one call for a known pre-process function. ``HttpConnector.createPayload`` fills
   the body with commons-text, which substitutes inside inserted values too, and ``Connector.
   validatePayload`` refuses any ``${parameters`` left: ``rerank_text`` already writes ``${`` as
@@ -30,7 +30,7 @@ Read from the source of ml-commons 2.19.1.0 and neural-search 2.19.1.0 (the plug
   clean-up script (``ingest_pipeline.CLEAN_SCRIPT``), drops it and an empty bag, as the client does.
   The ``script`` processor is ingest-common's, a module of every OpenSearch distribution.
 - *Batches.* Both processors take ``batch_size`` (``AbstractBatchingProcessor``): a bulk request's
-  documents go to the sidecar :data:`BATCH_SIZE` at a time, one ``/v1/embed`` call per processor;
+  documents go to the sidecar :data:`BATCH_SIZE` at a time, one ``/v1/encode`` call per processor;
   neural-search sorts a batch's texts by length before the call (``InferenceProcessor.subBatchExecute``).
 - *Failure.* No processor ignores failures: a document whose embedding fails is not indexed, and its
   bulk item carries ml-commons' reason (``MLSdkAsyncHttpResponseHandler``: "Error communicating with
@@ -47,7 +47,7 @@ from es_plugin_bridge.elastic.mappings import BOW_FIELD, RERANK_FIELD, VECTOR_FI
 from es_plugin_bridge.elastic.opensearch_ml import register_remote_model, request, trust, url_regex
 from es_plugin_bridge.errors import UserError
 
-EMBED_PATH = "/v1/embed"
+EMBED_PATH = "/v1/encode"
 #: Texts per sidecar call (each processor's ``batch_size``): ``es index``'s own default batch.
 BATCH_SIZE = 200
 #: Seconds, as ml-commons reads them (``Duration.ofSeconds``). A batch of 200 long questions takes
@@ -82,7 +82,7 @@ BOW_POST_PROCESS = (
 
 
 def embed_url_regex(sidecar_url: str) -> str:
-    """The pattern that trusts exactly the sidecar's ``/v1/embed``."""
+    """The pattern that trusts exactly the sidecar's ``/v1/encode``."""
     return url_regex(sidecar_url, EMBED_PATH)
 
 
@@ -94,7 +94,7 @@ def connector_body(sidecar_url: str, token: str, output: str) -> dict[str, Any]:
     vector = output == VECTOR_FIELD
     return {
         "name": f"esrerank-sidecar-embed-{output}",
-        "description": f"The esrerank sidecar's /v1/embed: each text's {output} "
+        "description": f"The esrerank sidecar's /v1/encode: each text's {output} "
                        + ("(neural vector)" if vector else "(weighted bag of words, rank_features keys)"),
         "version": "1",
         "protocol": "http",
@@ -144,7 +144,7 @@ def pipeline_id(index: str) -> str:
 def register_ingest_embedding(client: Any, index: str, sidecar_url: str, token: str | None,
                               neural_similarity: str, *, title_field: str = "title", body_field: str = "body",
                               user_text: bool = False) -> dict[str, str]:
-    """Trust ``/v1/embed``, register and deploy the ``vector`` and ``bow`` models, put the ingest
+    """Trust ``/v1/encode``, register and deploy the ``vector`` and ``bow`` models, put the ingest
     pipeline and try it on one question (so a sidecar OpenSearch cannot reach fails ``es setup``, not
     every batch of ``es index``); the ids, as ``_meta.esrerank.embedding`` keeps them."""
     trust(client, [embed_url_regex(sidecar_url)])
@@ -202,10 +202,19 @@ def sidecar_unreachable(status: int | None, reason: str) -> str | None:
     return reason if UNREACHABLE in reason else None
 
 
+def refused_by_sidecar(status: int | None, reason: str) -> bool:
+    """For ``index_questions``' ``item_refused``: the sidecar refused the text of a processor batch (400,
+    413, 422: e.g. one over its length limit). neural-search embeds a bulk's documents in one call and
+    fails every one of them with that reason (``InferenceProcessor.subBatchExecute``), so they are
+    resent in halves until the one the sidecar refuses fails alone."""
+    return REFUSED in reason and status in (400, 413, 422)
+
+
 def failure_line(embedding: dict[str, str], reasons: list[str], failed: int) -> str | None:
-    """The one-line error of an ``es index`` run whose items the sidecar failed (unreachable or
-    refusing), naming it; None when no failure came from the sidecar."""
-    reason = next((r for r in reasons if UNREACHABLE in r or REFUSED in r), None)
+    """The one-line error of an ``es index`` run whose items OpenSearch could not send to the sidecar,
+    naming it; None otherwise (a question the sidecar refused is listed in the report with the
+    sidecar's reason: the sidecar is running, and the run's generic line applies)."""
+    reason = next((r for r in reasons if UNREACHABLE in r), None)
     if reason is None:
         return None
     url = f"{embedding.get('sidecar', 'the sidecar')}{EMBED_PATH}"

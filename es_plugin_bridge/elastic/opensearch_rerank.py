@@ -7,7 +7,9 @@ connect timeouts set (ml-commons 2.19's defaults are read as 30000 seconds), and
 ``rerank`` processor sends each hit's ``rerank_text`` and has ``ignore_failure``, so a sidecar that is
 down or slow leaves the first stage's order. Mode ``rerank`` asks for ``verbose_pipeline``, whose
 ``processor_results`` say whether the processor ran, so such an answer is marked not reranked, with
-OpenSearch's reason, as the bridge marks its own fallback.
+OpenSearch's reason, as the bridge marks its own fallback. On several shards the processor sees the
+merged top window (the coordinating node runs response processors), scored with global statistics
+(``elastic/shards.py``).
 """
 
 from __future__ import annotations
@@ -126,7 +128,7 @@ class RerankMode(Mode):
         start = time.perf_counter()
         answer = call(f"searching {self.index} (mode rerank)", self.client.search, index=self.index,
                       size=size, source={"includes": [*self.stage.fields, RERANK_FIELD]},
-                      search_pipeline=self.pipeline, verbose_pipeline=True, **body)
+                      search_pipeline=self.pipeline, verbose_pipeline=True, **self.stage.search_type, **body)
         ms = 1000 * (time.perf_counter() - start)
         self.stage.remember(answer["hits"]["hits"])
         failed = [r for r in answer.get("processor_results", []) if r.get("status") == "fail"]

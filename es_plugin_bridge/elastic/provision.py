@@ -19,6 +19,7 @@ from es_plugin_bridge.elastic.setup import (
     register_embedding,
     register_endpoints,
 )
+from es_plugin_bridge.elastic.shards import ONE_SHARD, IndexLayout
 from es_plugin_bridge.elastic.user_index import (
     SourceIndex,
     copy_into,
@@ -62,6 +63,7 @@ def provision(
     source: FromIndex | None = None,
     progress: bool = True,
     embed_at_ingest: bool = False,
+    layout: IndexLayout = ONE_SHARD,
 ) -> Provisioned:
     """Create (or, in place, extend) the questions index; register what this cluster can run.
 
@@ -87,6 +89,7 @@ def provision(
         default_pipeline=None if in_place else embedding.get("pipeline"),
         analyzer=theirs.analyzer if theirs is not None else None,
         analysis=theirs.analysis if theirs is not None else None,
+        **layout.body_options(),
     )
     if in_place:
         assert theirs is not None
@@ -95,7 +98,7 @@ def provision(
     else:
         call(f"creating index {index}", client.indices.create, index=index, **body)
         done.lines.append(
-            f"created index {index} for {meta.model} ({meta.model_type}, "
+            f"created index {index} ({layout.describe()}) for {meta.model} ({meta.model_type}, "
             f"{'no vectors' if meta.dimension is None else f'{meta.dimension}-d vectors'}) on Elasticsearch "
             f"{cluster.version_text} ({cluster.licence} licence)"
         )
@@ -163,7 +166,7 @@ def _mode_lines(cluster: ClusterInfo, meta: IndexMeta, endpoints: dict[str, str]
 def provision_opensearch(client: Any, cluster: ClusterInfo, index: str, meta: IndexMeta, *, sidecar: str,
                          token: str | None, recreate: bool = False, no_vectors: bool = False,
                          embed_at_ingest: bool = False, source: FromIndex | None = None,
-                         progress: bool = True) -> Provisioned:
+                         progress: bool = True, layout: IndexLayout = ONE_SHARD) -> Provisioned:
     """``es setup`` on OpenSearch: the questions index (the same similarities, analyzer and fields as on
     Elasticsearch; the vector a k-NN ``knn_vector``, the BOW terms ``rank_features``) and the search
     pipeline through which OpenSearch calls the sidecar. ``es index`` embeds on the client, or, with
@@ -192,7 +195,7 @@ def provision_opensearch(client: Any, cluster: ClusterInfo, index: str, meta: In
                                default_pipeline=None if in_place else embedding.get("pipeline"),
                                analyzer=theirs.analyzer if theirs is not None else None,
                                analysis=theirs.analysis if theirs is not None else None,
-                               knn_graph=meta.source.get("hnsw") is not False)
+                               knn_graph=meta.source.get("hnsw") is not False, **layout.body_options())
     done = Provisioned(index, meta)
     vectors = "no vectors" if meta.dimension is None else f"{meta.dimension}-d vectors"
     if in_place is not None:
@@ -200,8 +203,8 @@ def provision_opensearch(client: Any, cluster: ClusterInfo, index: str, meta: In
                                           meta.as_dict(), embedding["pipeline"], progress=progress))
     else:
         call(f"creating index {index}", client.indices.create, index=index, **body)
-        done.lines.append(f"created index {index} for {meta.model} ({meta.model_type}, {vectors}) on "
-                          f"{cluster.name}")
+        done.lines.append(f"created index {index} ({layout.describe()}) for {meta.model} "
+                          f"({meta.model_type}, {vectors}) on {cluster.name}")
         if theirs is not None:
             done.lines.append(copy_into(client, theirs, index, embedding["pipeline"], progress=progress))
     done.lines += [
@@ -239,7 +242,7 @@ def _opensearch_embeds_line(meta: IndexMeta) -> str:
     embedding, source = meta.embedding, meta.source
     pipeline = embedding.get("pipeline")
     if not pipeline:
-        return "OpenSearch embeds: no (es index embeds on the client through the sidecar's /v1/embed)"
+        return "OpenSearch embeds: no (es index embeds on the client through the sidecar's /v1/encode)"
     if source.get("in_place"):
         how = (f"filled {source['index']} by _update_by_query; send later writes to it with "
                f"?pipeline={pipeline}")
@@ -248,7 +251,7 @@ def _opensearch_embeds_line(meta: IndexMeta) -> str:
     if not embedding.get("vector_model"):
         return f"ingest pipeline {pipeline}: text and rerank_text from your fields ({how})"
     return (f"OpenSearch embeds: ml-commons models {embedding['vector_model']} (vector) and "
-            f"{embedding['bow_model']} (bow) calling {embedding['sidecar']}/v1/embed; ingest pipeline "
+            f"{embedding['bow_model']} (bow) calling {embedding['sidecar']}/v1/encode; ingest pipeline "
             f"{pipeline} ({how})")
 
 
@@ -280,9 +283,13 @@ def _opensearch_mode_lines(cluster: ClusterInfo, meta: IndexMeta, pipeline: str)
 
 def setup_index(connection: Any, model_dir: Any, index: str, sidecar: Any, *, sidecar_from_es: str | None,
                 recreate: bool, no_vectors: bool, embed_at_ingest: bool, source: FromIndex | None,
-                progress: bool) -> Provisioned:
+                progress: bool, layout: IndexLayout = ONE_SHARD) -> Provisioned:
     """``es setup``: the model directory checked against the sidecar that serves it (before the cluster is
-    contacted), then the index and what this cluster (Elasticsearch or OpenSearch) can run on it."""
+    contacted), then the index and what this cluster (Elasticsearch or OpenSearch) can run on it.
+    ``layout``: the shards and replicas of the index it creates (in place, the user's index keeps its own)."""
+    if source is not None and source.in_place and layout != ONE_SHARD:
+        raise UserError("--shards and --replicas shape a new index; with --in-place your index keeps its own "
+                        "(OpenSearch fixes number_of_shards when an index is created)")
     from es_plugin_bridge.elastic.connection import cluster_info
     from es_plugin_bridge.elastic.setup import check_sidecar, meta_for_model
     from es_plugin_bridge.elastic.sidecar_embedder import SidecarEmbedder
@@ -298,8 +305,8 @@ def setup_index(connection: Any, model_dir: Any, index: str, sidecar: Any, *, si
     if cluster.is_opensearch:
         return provision_opensearch(client, cluster, index, meta, sidecar=reached, token=sidecar.token,
                                     recreate=recreate, no_vectors=no_vectors, embed_at_ingest=embed_at_ingest,
-                                    source=source, progress=progress)
+                                    source=source, progress=progress, layout=layout)
     return provision(client, cluster, index, meta, sidecar_from_es=reached, token=sidecar.token,
                      recreate=recreate, no_vectors=no_vectors, source=source, progress=progress,
-                     embed_at_ingest=embed_at_ingest)
+                     embed_at_ingest=embed_at_ingest, layout=layout)
 

@@ -20,6 +20,7 @@ from elasticsearch.dsl import query as Q
 
 from es_plugin_bridge.core.features import feature_key
 from es_plugin_bridge.elastic.mappings import BOW_FIELD, FIELDS, RERANK_FIELD, VECTOR_FIELD
+from es_plugin_bridge.engines.query_terms import MAX_QUERY_TERMS, query_terms
 from es_plugin_bridge.errors import UserError
 
 Body = dict[str, Any]
@@ -36,13 +37,24 @@ def first_stage_query(
 
     ``tokens`` are already preprocessed; the field's whitespace analyzer keeps them as they are, and
     ``match`` makes a BooleanQuery of SHOULD term clauses (repeated tokens merged with a boost, as the
-    embedded engine does). ``only`` restricts to given ids: the ``ids`` filter makes the ``match``
+    embedded engine does). A query of more than ``MAX_QUERY_TERMS`` tokens would hit the engine's clause
+    limit (``engines/query_terms.py``): it becomes one ``match`` per distinct term kept, boosted by its
+    count — the clauses Lucene's rewrite would have made of the long ``match``, so the scores are the
+    same. ``only`` restricts to given ids: the ``ids`` filter makes the ``match``
     optional, so a candidate sharing no token still comes back, with score 0 (as in the embedded
     engine's ``score``). ``exclude`` drops ids (the query itself, in retrieval).
     """
-    match = Q.Match(**{FIELDS[similarity]: {"query": " ".join(tokens)}})
+    field = FIELDS[similarity]
+    scoring: Any
+    if len(tokens) <= MAX_QUERY_TERMS:
+        scoring = Q.Match(**{field: {"query": " ".join(tokens)}})
+    else:
+        scoring = Q.Bool(should=[
+            Q.Match(**{field: {"query": term, **({"boost": float(n)} if n > 1 else {})}})
+            for term, n in query_terms(tokens)
+        ])
     filters, must_not = id_clauses(only, exclude)
-    return Q.Bool(should=[match], filter=filters, must_not=must_not).to_dict()
+    return Q.Bool(should=[scoring], filter=filters, must_not=must_not).to_dict()
 
 
 def id_clauses(only: Collection[str] | None, exclude: Collection[str] | None) -> tuple[list[Any], list[Any]]:
@@ -322,25 +334,19 @@ def msearch_lines(bodies: Sequence[Body], preference: str) -> list[Body]:
 
 
 def named(query: Body, name: str = FIRST_STAGE_NAME) -> Body:
-    """``query`` with ``_name`` on its one ``match`` clause (the first stage's score, nothing else)."""
+    """``query`` (a :func:`first_stage_query`) with ``_name`` on its scoring clause — the one ``match``,
+    or the ``bool`` of a long query's ``match`` clauses: the first stage's score, nothing else."""
     out = copy.deepcopy(query)
-    found: list[Body] = []
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            for key, value in node.items():
-                if key == "match" and isinstance(value, dict) and len(value) == 1:
-                    found.append(next(iter(value.values())))
-                else:
-                    walk(value)
-        elif isinstance(node, list):
-            for item in node:
-                walk(item)
-
-    walk(out)
-    if len(found) != 1:
-        raise AssertionError(f"the first stage has {len(found)} match clauses, expected one")
-    found[0]["_name"] = name
+    should = out.get("bool", {}).get("should") or []
+    if len(should) != 1:
+        raise AssertionError(f"the first stage has {len(should)} match clauses, expected one")
+    (clause,) = should
+    if set(clause) == {"match"} and len(clause["match"]) == 1:
+        next(iter(clause["match"].values()))["_name"] = name
+    elif set(clause) == {"bool"}:
+        clause["bool"]["_name"] = name
+    else:
+        raise AssertionError(f"not a first-stage query: {query}")
     return out
 
 

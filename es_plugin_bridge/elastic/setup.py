@@ -8,7 +8,7 @@ directory.
 
 A *pairwise* model (``ModelDirectory.pairwise``: a cross-encoder reads a query and a document together)
 has no vector per text: its index stores none (``dimension`` None, ``pairwise`` true in ``_meta``), the
-sidecar's token is checked on ``/v1/rerank`` (it refuses ``/v1/embed``), and only the modes that call
+sidecar's token is checked on ``/v1/rerank`` (it refuses ``/v1/encode``), and only the modes that call
 ``/v1/rerank`` run on it (native, bridge).
 """
 
@@ -101,6 +101,9 @@ class IndexMeta:
     pairwise: bool = False
     #: OpenSearch: the search pipeline whose ``rerank`` processor calls the sidecar (mode rerank).
     search_pipeline: str | None = None
+    #: sha256 of the model directory's manifest.json (``core/manifest.py``): which exact model made the
+    #: index, so ``es index --vectors`` refuses a file embedded by another (None: set up before it existed).
+    manifest_sha256: str | None = None
 
     @property
     def no_vectors_reason(self) -> str | None:
@@ -157,6 +160,7 @@ class IndexMeta:
             "source": self.source,
             "pairwise": self.pairwise,
             "search_pipeline": self.search_pipeline,
+            "manifest_sha256": self.manifest_sha256,
         }
 
     @classmethod
@@ -176,6 +180,7 @@ class IndexMeta:
             source=dict(data.get("source") or {}),
             pairwise=bool(data.get("pairwise", False)),
             search_pipeline=data.get("search_pipeline"),
+            manifest_sha256=data.get("manifest_sha256"),
         )
 
     def beta(self, first_stage: str) -> dict[str, float]:
@@ -225,7 +230,18 @@ def meta_for_model(model_dir: Any, readyz: Mapping[str, Any], text: TextOptions)
         fusion={k: dict(v) for k, v in config.beta.fusion.items()},
         text=text.model_dump(),
         pairwise=pairwise,
+        manifest_sha256=_manifest_of(model_dir),
     )
+
+
+def _manifest_of(model_dir: Any) -> str | None:
+    """The loaded directory's manifest digest (None where it went away since it was loaded)."""
+    from es_plugin_bridge.core.manifest import manifest_digest
+
+    try:
+        return manifest_digest(model_dir.path)
+    except (UserError, AttributeError):
+        return None
 
 
 def register_endpoints(
@@ -307,7 +323,7 @@ def register_embedding(
 def check_sidecar(embedder: SidecarEmbedder, model_dir: Any) -> dict[str, Any]:
     """``/readyz`` answers, the sidecar serves ``model_dir``'s model and the token works; the readiness
     document. The token is tried on an endpoint that model serves: ``/v1/rerank`` for a pairwise model
-    (it refuses ``/v1/embed``), ``/v1/embed`` otherwise (what ``es index`` will call)."""
+    (it refuses ``/v1/encode``), ``/v1/encode`` otherwise (what ``es index`` will call)."""
     ready = embedder.ready()
     _check_serves(model_dir.config, ready)
     embedder.check_token(pairwise=bool(model_dir.pairwise))

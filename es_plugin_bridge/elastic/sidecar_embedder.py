@@ -1,8 +1,10 @@
-"""The sidecar's ``/v1/embed`` from the indexing side: each question's neural vector and BOW terms
+"""The sidecar's ``/v1/encode`` from the indexing side: each question's neural vector and BOW terms
 (and ``es setup``'s token check, on ``/v1/rerank`` for a pairwise model, which has no vectors).
 
 Indexing must not lose documents silently, so an unreachable sidecar or a refused batch raises with
-the reason; the bulk indexer counts every id of that batch as failed (and says why).
+the reason. The bulk indexer counts every id of a batch the sidecar did not answer as failed (and says
+why); a batch it refused (:attr:`EmbedError.refused_a_text`) is split until the texts it refuses fail
+alone, each with the sidecar's message, and the rest are indexed.
 """
 
 from __future__ import annotations
@@ -21,7 +23,19 @@ from es_plugin_bridge.errors import UserError
 
 
 class EmbedError(Exception):
-    """The sidecar could not embed a batch (down, slow, or refused it): the batch is not indexed."""
+    """The sidecar could not embed a batch (down, slow, or refused it): the batch is not indexed.
+
+    ``status``: the sidecar's HTTP status when it answered, None when it did not."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+    @property
+    def refused_a_text(self) -> bool:
+        """The sidecar refused what it was sent (400, 413 or 422: e.g. a text over its length limit), not
+        the caller (401/403) and not for being down: a smaller batch without that text would pass."""
+        return self.status in (400, 413, 422)
 
 
 class SidecarEmbedder:
@@ -49,7 +63,7 @@ class SidecarEmbedder:
                 return json.loads(resp.read())
         except urllib.error.HTTPError as exc:
             detail = exc.read().decode("utf-8", "replace")[:300]
-            raise EmbedError(f"sidecar answered {exc.code} to {path}: {detail}") from None
+            raise EmbedError(f"sidecar answered {exc.code} to {path}: {detail}", exc.code) from None
         except (OSError, json.JSONDecodeError) as exc:
             reason = getattr(exc, "reason", exc)
             if isinstance(reason, ssl.SSLCertVerificationError):  # a setting to fix, not an outage
@@ -66,7 +80,7 @@ class SidecarEmbedder:
     def check_token(self, *, pairwise: bool = False) -> None:
         """One tiny authenticated call, so a wrong token fails setup instead of every batch.
 
-        ``pairwise``: the model has no vector per text and the sidecar refuses ``/v1/embed``, so the
+        ``pairwise``: the model has no vector per text and the sidecar refuses ``/v1/encode``, so the
         call is a one-document ``/v1/rerank`` (what Elasticsearch will call in mode native)."""
         check = Question("token-check", "token check", "")
         try:
@@ -87,7 +101,7 @@ class SidecarEmbedder:
         # As the strings Elasticsearch itself sends (mode native): a question with an empty title
         # still embeds, and both paths see the same text.
         body = {"texts": [rerank_text(q) for q in questions]}
-        answer = self._request("POST", "/v1/embed", body)
+        answer = self._request("POST", "/v1/encode", body)
         embeddings = answer.get("embeddings") if isinstance(answer, dict) else None
         if not isinstance(embeddings, list) or len(embeddings) != len(questions):
             raise EmbedError(

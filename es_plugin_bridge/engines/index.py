@@ -20,6 +20,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from es_plugin_bridge.engines.norms import int_to_byte4
+from es_plugin_bridge.engines.query_terms import query_terms
 from es_plugin_bridge.engines.similarities import PostingStats, Similarity, make_similarity
 from es_plugin_bridge.errors import UserError
 
@@ -75,7 +76,8 @@ class EmbeddedIndex:
     """Documents given as token lists, searchable with one of Lucene 8's similarities.
 
     A query is a bag of tokens scored like a Lucene ``BooleanQuery`` of one ``SHOULD``
-    ``TermQuery`` per token: a repeated token counts once per occurrence, a document matching
+    ``TermQuery`` per token: a repeated token counts once per occurrence, a query keeps at most
+    ``query_terms.MAX_QUERY_TERMS`` distinct tokens (as every engine's query does), a document matching
     any token is a hit (even with score 0 under LM-Dirichlet), scores are float32, and equal
     scores rank the earlier document first.
     """
@@ -138,7 +140,7 @@ class EmbeddedIndex:
             raise UserError("query_tokens is a string; pass a list of tokens")
         vocabulary, indptr = self.postings.vocabulary, self._indptr
         docs, weights = [], []
-        for token, count in Counter(query_tokens).items():
+        for token, count in query_terms(query_tokens):  # at most MAX_QUERY_TERMS, as remote engines
             row = vocabulary.get(token)
             if row is None:
                 continue

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from es_plugin_bridge import jvm
+from es_plugin_bridge.engines.query_terms import bounded_tokens
 from es_plugin_bridge.engines.similarities import Similarity, make_similarity
 from es_plugin_bridge.jvm import LUCENE
 
@@ -160,12 +161,13 @@ class LuceneIndex:
     def query(self, tokens: Sequence[str]) -> Any:
         """One SHOULD TermQuery per token (repeats included), built by Lucene's ``QueryBuilder``.
 
-        This is what Elasticsearch's ``match`` query does with an analysed string; a single
+        This is what Elasticsearch's ``match`` query does with an analysed string (the tokens bounded
+        as every first stage bounds them: ``query_terms.bounded_tokens``); a single
         token gives a bare TermQuery, no token a query matching nothing.
         """
         for token in tokens:
             _check_token(token)
-        query = self._query_builder.createBooleanQuery(FIELD, " ".join(tokens))
+        query = self._query_builder.createBooleanQuery(FIELD, " ".join(bounded_tokens(tokens)))
         return self._empty_query if query is None else query
 
     def search_query(self, query: Any, k: int = 10) -> list[tuple[int, float]]:

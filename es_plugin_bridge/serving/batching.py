@@ -17,8 +17,11 @@ to ``workers`` threads, so:
 
 What a batch computes does not depend on which thread runs it: a request's answer is the one the same
 batches give in the request's own thread (``vectors`` of a pool and ``ModelDirectory.vectors_from_ids``
-agree, ``tests/serving/test_serving_batching.py``). An error in a call is raised in every request whose
-rows it held. Workers are daemon threads started on first use; :meth:`EncoderPool.close` stops them.
+agree, ``tests/serving/test_serving_batching.py``). Nor on which texts share it: a graph whose rows
+move with their batch-mates (a transformer's, ``ModelDirectory.per_text``) runs each text of a call
+alone, so merging requests never changes a vector (``tests/exporters/test_batch_independence.py``).
+An error in a call is raised in every request whose rows it held. Workers are daemon threads started
+on first use; :meth:`EncoderPool.close` stops them.
 """
 
 from __future__ import annotations

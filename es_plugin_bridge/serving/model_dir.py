@@ -39,6 +39,8 @@ VOCAB = "vocab.json"
 ENCODER = "encoder.onnx"
 BOW_WEIGHTS = "bow_weights.npy"
 FILES = (CONFIG, VOCAB, ENCODER, BOW_WEIGHTS)
+#: ``verification.encode`` of a graph whose rows depend on their batch: one run per text.
+PER_TEXT = "per-text"
 
 log = logging.getLogger("esrerank.sidecar")
 
@@ -219,8 +221,26 @@ class ModelDirectory:
         order = sorted(range(n), key=lambda i: sum(len(part) for part in encoded[i]))
         return [order[start : start + size] for start in range(0, n, size)]
 
+    @property
+    def per_text(self) -> bool:
+        """Whether every text (pair) is its own onnxruntime run, so that its vector depends on it alone.
+
+        A transformer's rows depend on their batch-mates (fp32: in the last bits; int8: by the dynamic
+        quantisation's per-run activation scale); the export measures it and records
+        ``verification.encode`` (``exporters.batch_check``). A directory exported before has no record:
+        its transformer graphs run per text.
+        """
+        verification = self.config.verification
+        recorded = (verification.model_extra or {}).get("encode") if verification is not None else None
+        if recorded is not None:
+            return recorded == PER_TEXT
+        return self.model_type in ("transformer", "cross-encoder")
+
     def run_chunk(self, encoded: Sequence[Encoded]) -> np.ndarray:
-        """One encoder call: the vectors [len(encoded), D] of one batch (at most ``batch_size`` rows)."""
+        """One encoder call: the vectors [len(encoded), D] of one batch (at most ``batch_size`` rows),
+        one onnxruntime run per text when :attr:`per_text` (each at its own length: no padding)."""
+        if self.per_text and len(encoded) > 1:
+            return np.concatenate([self.run_chunk([e]) for e in encoded])
         return self.session.run([self.config.output], self.inputs.feed(encoded))[0]
 
     @property
@@ -237,8 +257,9 @@ class ModelDirectory:
     def _pair_outputs(self, pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
         """The pair graph's output [N, 1] float32 for (query side, document side) pairs, in batches."""
         out = np.zeros((len(pairs), self.dimension), dtype=np.float32)
-        for start in range(0, len(pairs), self.batch_size):
-            chunk = pairs[start : start + self.batch_size]
+        size = 1 if self.per_text else self.batch_size
+        for start in range(0, len(pairs), size):
+            chunk = pairs[start : start + size]
             out[start : start + len(chunk)] = self.session.run([self.config.output],
                                                                self._pair_inputs.pair_feed(chunk))[0]
         return out
@@ -318,4 +339,5 @@ class ModelDirectory:
                                         first_stage_scores, weights)
 
 
-__all__ = ["BOW_WEIGHTS", "CONFIG", "ENCODER", "FILES", "MANIFEST", "VOCAB", "BagOfWords", "ModelDirectory"]
+__all__ = ["BOW_WEIGHTS", "CONFIG", "ENCODER", "FILES", "MANIFEST", "PER_TEXT", "VOCAB", "BagOfWords",
+           "ModelDirectory"]

@@ -17,9 +17,15 @@ from typing import Any
 from pydantic.json_schema import models_json_schema
 
 from es_plugin_bridge import __version__
+from es_plugin_bridge.serving.cohere_embed import (
+    CohereEmbedByTypeResponse,
+    CohereEmbedFloatsResponse,
+    CohereEmbedV1Request,
+    CohereEmbedV2Request,
+)
 from es_plugin_bridge.serving.schemas import (
-    EmbedRequest,
-    EmbedResponse,
+    EncodeRequest,
+    EncodeResponse,
     ErrorResponse,
     RerankParams,
     RerankRequest,
@@ -43,6 +49,14 @@ LINEAR_DESCRIPTION = (
     "the others are scored as if it were not there. A document of another JSON type is a 400. "
     "relevance_score has at most 12 significant digits (at most 18 characters: the longest float literal "
     "OpenSearch's ml-commons reads as a Double); the order comes from the unrounded scores."
+)
+
+
+COHERE_EMBED_DESCRIPTION = (
+    "Cohere's embed request and answer. input_type is accepted and gives the same vector for every value. "
+    "truncate: END (default) is the model's own cut, as /v1/encode; START drops whole words from the "
+    "start until the text fits; NONE answers 400 naming a text the model would cut. embedding_types: "
+    "float only (the others are a 400). The vectors are /v1/encode's for the same texts."
 )
 
 
@@ -94,18 +108,25 @@ def _served(schemas: dict[str, Any], first_stages: Sequence[str] | None, max_doc
         schemas["RerankRequest"]["properties"]["first_stage"]["anyOf"][0]["enum"] = sorted(first_stages)
     if max_documents is not None:
         for model, field in (("RerankRequest", "documents"), ("RerankV2Request", "documents"),
-                             ("EmbedRequest", "texts")):
+                             ("EncodeRequest", "texts"), ("CohereEmbedV1Request", "texts"),
+                             ("CohereEmbedV2Request", "texts"), ("CohereEmbedV2Request", "inputs")):
             schemas[model]["properties"][field]["maxItems"] = max_documents
 
 
 def openapi_document(secured: bool = True, first_stages: Sequence[str] | None = None,
-                     max_documents: int | None = None) -> dict[str, Any]:
+                     max_documents: int | None = None, dimension: int | None = None) -> dict[str, Any]:
     """OpenAPI 3.1 document of the sidecar; ``secured``: the server requires a bearer token;
-    ``first_stages`` and ``max_documents``: what the serving model and ``--max-documents`` allow."""
-    models = [(m, "validation") for m in (RerankRequest, RerankV2Request, EmbedRequest)]
-    models += [(m, "serialization") for m in (RerankResponse, RerankV2Response, EmbedResponse, ErrorResponse)]
+    ``first_stages``, ``max_documents`` and ``dimension``: what the serving model and ``--max-documents``
+    allow (``dimension``: the one ``output_dimension`` /v2/embed takes)."""
+    models = [(m, "validation") for m in (RerankRequest, RerankV2Request, EncodeRequest,
+                                          CohereEmbedV1Request, CohereEmbedV2Request)]
+    models += [(m, "serialization") for m in (RerankResponse, RerankV2Response, EncodeResponse, ErrorResponse,
+                                              CohereEmbedFloatsResponse, CohereEmbedByTypeResponse)]
     _, schemas = models_json_schema(models, ref_template=_REF)
     _served(schemas["$defs"], first_stages, max_documents)
+    if dimension is not None:
+        output = schemas["$defs"]["CohereEmbedV2Request"]["properties"]["output_dimension"]
+        output["anyOf"][0]["enum"] = [dimension]
     parameters = _query_parameters(RerankParams)
     if first_stages is not None:
         next(p for p in parameters if p["name"] == "first_stage")["schema"]["enum"] = sorted(first_stages)
@@ -113,6 +134,13 @@ def openapi_document(secured: bool = True, first_stages: Sequence[str] | None = 
     def post(summary: str, request: str, response: str, **extra: Any) -> dict[str, Any]:
         return {"post": {"summary": summary, **extra, "requestBody": {"required": True, **_body(request)},
                          "responses": {"200": {"description": "OK", **_body(response)}, **_errors()}}}
+
+    def cohere_embed(summary: str, version: str, answers: list[str]) -> dict[str, Any]:
+        op = post(summary, f"CohereEmbed{version}Request", answers[0], description=COHERE_EMBED_DESCRIPTION)
+        if len(answers) > 1:  # v1: a list of vectors, or {float: [...]} when embedding_types is sent
+            schema = {"oneOf": [{"$ref": _REF.format(model=name)} for name in answers]}
+            op["post"]["responses"]["200"]["content"]["application/json"]["schema"] = schema
+        return op
 
     def get(summary: str, guarded: bool = True) -> dict[str, Any]:
         responses: dict[str, Any] = {"200": {"description": "OK"}}
@@ -137,8 +165,15 @@ def openapi_document(secured: bool = True, first_stages: Sequence[str] | None = 
                                description="The scores of /v1/rerank without first-stage scores (the "
                                            "model's own P(relevant)), in Cohere v2's answer; model, "
                                            "max_tokens_per_doc and priority are accepted and unused."),
-            "/v1/embed": post("Neural vector and weighted-BOW terms of each text", "EmbedRequest",
-                              "EmbedResponse"),
+            "/v1/encode": post("Neural vector and weighted-BOW terms of each text (the product's own "
+                               "pipelines: es index, the ingest connectors)", "EncodeRequest",
+                               "EncodeResponse"),
+            "/v1/embed": cohere_embed("Cohere v1 embed: each text's vector (cohere.Client, LangChain's "
+                                      "CohereEmbeddings, OpenSearch's Cohere embed blueprint)", "V1",
+                                      ["CohereEmbedFloatsResponse", "CohereEmbedByTypeResponse"]),
+            "/v2/embed": cohere_embed("Cohere v2 embed: each text's vector as {float: [...]} "
+                                      "(cohere.ClientV2, LlamaIndex's CohereEmbedding)", "V2",
+                                      ["CohereEmbedByTypeResponse"]),
             "/healthz": get("Liveness", guarded=False),
             "/readyz": get("Readiness: the model is loaded and has answered a test input", guarded=False),
             "/metrics": get("Prometheus metrics"),

@@ -1,4 +1,5 @@
-"""The ``api`` blueprint: what clients call to score (``/v1/rerank``, ``/v2/rerank``, ``/v1/embed``).
+"""The ``api`` blueprint: what clients call to score (``/v1/rerank``, ``/v2/rerank``) and to embed
+(``/v1/encode``: the product's vector and terms; ``/v1/embed``, ``/v2/embed``: Cohere's embed).
 
 Each view parses and validates its body (and query) here, before the model sees it: a refusal is a
 :class:`Reject`, answered 4xx with the field it names. The scoring itself is ``Service``'s (no HTTP in it).
@@ -13,10 +14,11 @@ from flask import Blueprint, Response, jsonify, request
 from pydantic import BaseModel, ValidationError
 
 from es_plugin_bridge.serving import web
+from es_plugin_bridge.serving.cohere_embed import CohereEmbedV1Request, CohereEmbedV2Request, cohere_answer
 from es_plugin_bridge.serving.jsonbody import BodyError, parse_body
 from es_plugin_bridge.serving.metrics import printable
 from es_plugin_bridge.serving.schemas import (
-    EmbedRequest,
+    EncodeRequest,
     RerankParams,
     RerankRequest,
     RerankV2Request,
@@ -96,18 +98,45 @@ def rerank() -> Response:
 
 @bp.post("/v2/rerank")
 def rerank_v2() -> Response:
-    if request.args:  # v2 has no URL parameters: a ?score=linear here must not be ignored
-        name = next(iter(request.args))
-        raise Reject(400, f"{name}: /v2/rerank takes no query parameters (see /v1/rerank)", name)
+    _no_query("/v2/rerank", " (see /v1/rerank)")  # a ?score=linear here must not be ignored
     req = _parse(RerankV2Request)
     out = web.service().rerank_v2_json(req)
     _count_documents("/v2/rerank", req.documents)
     return jsonify(out)
 
 
-@bp.post("/v1/embed")
-def embed() -> Response:
-    req = _parse(EmbedRequest)
-    out = web.service().embed(req)
-    web.metrics().documents.labels("/v1/embed").inc(len(req.texts))
+@bp.post("/v1/encode")
+def encode() -> Response:
+    """The product's own answer: each text's vector and BOW terms (its indexing and ingest pipelines)."""
+    req = _parse(EncodeRequest)
+    out = web.service().encode_json(req)
+    web.metrics().documents.labels("/v1/encode").inc(len(req.texts))
     return jsonify(out.model_dump())
+
+
+def _no_query(route: str, hint: str = "") -> None:
+    """Refuse any URL parameter: a route that takes none must not ignore one silently."""
+    if request.args:
+        name = next(iter(request.args))
+        raise Reject(400, f"{name}: {route} takes no query parameters{hint}", name)
+
+
+@bp.post("/v1/embed")
+def embed_v1() -> Response:
+    """Cohere's v1 embed (``serving.cohere_embed``)."""
+    _no_query("/v1/embed")
+    req = _parse(CohereEmbedV1Request)
+    vectors, read = web.service().cohere_vectors(req.texts, req.truncate)
+    web.metrics().documents.labels("/v1/embed").inc(len(req.texts))
+    return jsonify(cohere_answer(vectors, req.texts, "1", req.embedding_types is not None, read))
+
+
+@bp.post("/v2/embed")
+def embed_v2() -> Response:
+    """Cohere's v2 embed: always ``embeddings_by_type``."""
+    _no_query("/v2/embed")
+    req = _parse(CohereEmbedV2Request)
+    texts = req.all_texts()
+    vectors, read = web.service().cohere_vectors(texts, req.truncate, req.output_dimension)
+    web.metrics().documents.labels("/v2/embed").inc(len(texts))
+    return jsonify(cohere_answer(vectors, texts, "2", True, read))

@@ -42,4 +42,5 @@ def openapi() -> Response:
     service = web.service()
     return jsonify(openapi_document(secured=bool(web.settings().token),
                                     first_stages=list(service.model.fusion),
-                                    max_documents=service.max_documents))
+                                    max_documents=service.max_documents,
+                                    dimension=None if service.model.pairwise else service.model.dimension))

@@ -35,9 +35,14 @@ MAX_TEXT_CHARS = 100_000
 #: A character that is not whitespace as Python's ``str.isspace`` has it: the one rule of "not blank",
 #: written so that JSON Schema's ECMA-262 regex means the same (its ``\S`` takes U+0085 and U+001C–U+001F
 #: for text, so a text of only those passed the document and failed the server).
-NOT_BLANK_PATTERN = (r"[^\t\n\u000b\u000c\r\u001c-\u0020\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029"
-                     r"\u202f\u205f\u3000]")
-_NOT_BLANK = re.compile(NOT_BLANK_PATTERN)
+_NOT_BLANK_CHAR = (r"[^\t\n\u000b\u000c\r\u001c-\u0020\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029"
+                   r"\u202f\u205f\u3000]")
+#: The document's form of the rule: "some character is not blank", anchored so that it means the same to
+#: a generator that reads a bare class beside minLength/maxLength as the whole string (schemathesis'
+#: coverage phase turns ``[^…]`` + maxLength 100,000 into ``^[^…]{1,100000}$``, too large for its regex
+#: engine: it then built no valid body for /v1/rerank and sent ``0`` as a "valid" one).
+NOT_BLANK_PATTERN = r"^[\s\S]*" + _NOT_BLANK_CHAR
+_NOT_BLANK = re.compile(_NOT_BLANK_CHAR)
 #: What the spec says of every text the server requires to be non-blank (the validators enforce it).
 NOT_BLANK = {"pattern": NOT_BLANK_PATTERN, "minLength": 1, "maxLength": MAX_TEXT_CHARS}
 
@@ -85,7 +90,7 @@ def to_question(item: str | DocumentIn) -> Question:
     return Question(item.id or question_id(item.title, item.body), item.title, item.body)
 
 
-def _check_text(value: Any) -> Any:
+def check_text(value: Any) -> Any:
     if isinstance(value, str):
         if is_blank(value):
             raise ValueError("text must not be empty")
@@ -96,7 +101,7 @@ def _check_text(value: Any) -> Any:
 
 #: A question: a string (title, optionally followed by its HTML body) or its parts.
 Text = Annotated[Annotated[str, WithJsonSchema({"type": "string", **NOT_BLANK})] | DocumentIn,
-                 AfterValidator(_check_text)]
+                 AfterValidator(check_text)]
 
 
 class RerankDocumentIn(DocumentIn):
@@ -172,7 +177,7 @@ class RerankV2Request(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     model: str | None = Field(default=None, description="accepted and unused: the sidecar serves one model")
-    query: Annotated[str, WithJsonSchema({"type": "string", **NOT_BLANK}), AfterValidator(_check_text)]
+    query: Annotated[str, WithJsonSchema({"type": "string", **NOT_BLANK}), AfterValidator(check_text)]
     documents: list[str | None] = Field(
         min_length=1, description="the candidates as strings (a title, optionally followed by its HTML "
                                   "body); one that is null, blank or over 100,000 characters gets the "
@@ -207,8 +212,8 @@ class RerankParams(BaseModel):
     )
 
 
-class EmbedRequest(BaseModel):
-    """``POST /v1/embed``."""
+class EncodeRequest(BaseModel):
+    """``POST /v1/encode``: the product's own answer (vector and BOW terms per text, for its pipelines)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -264,7 +269,7 @@ class Embedding(BaseModel):
                     "takes): the weight_path of an Elasticsearch sparse_embedding endpoint")
 
 
-class EmbedResponse(BaseModel):
+class EncodeResponse(BaseModel):
     embeddings: list[Embedding]
     model: str
     dimension: int

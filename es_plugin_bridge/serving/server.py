@@ -10,8 +10,16 @@ check the token, (2) hold one of only 100 connections for as long as it keeps tr
 - the body is capped (``max_body_bytes``, 32 MB by default) from its ``Content-Length``, before it is
   received;
 - a request must arrive whole within ``request_timeout`` seconds of its first byte, whatever its pace
-  (slowloris), and an idle keep-alive connection is closed after ``idle_timeout``; the connection
-  limit is ``max_connections`` (waitress: 100), on poll() so it is not bound by select()'s 1024 fds;
+  (slowloris), a new connection must send that first byte within ``request_timeout`` of opening, and an
+  idle keep-alive connection is closed after ``idle_timeout``; the connection limit is
+  ``max_connections`` (waitress: 100), on poll() so it is not bound by select()'s 1024 fds;
+- at that limit, idle connections (no request under way: those that never sent one first, then the
+  longest idle) are closed to make room, instead of waitress's default of accepting nothing until one
+  ends: one host holding hundreds of silent connections would otherwise queue every other client's
+  connection behind them for as long as ``idle_timeout`` (issue 34, item 10);
+- a TLS handshake sent to this plain-HTTP server (an ``https://`` URL for an ``http://`` sidecar) is
+  answered 400 at once, so the client's TLS layer fails now instead of waiting ``request_timeout``
+  for a request that never comes (issue 34, item 11);
 - every answer the server makes itself (400, 401, 408-close, 413, 431, 500) is JSON ``{"error": ...}``,
   and every refusal (those answers, and a late request's dropped connection) goes to ``on_reject``
   (``Metrics.reject``: counted by reason, one log line) — they never reach the app to be counted there;
@@ -27,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import hmac
 import json
+import math
 import socket
 import time
 from collections.abc import Callable
@@ -38,7 +47,7 @@ from waitress.channel import HTTPChannel
 from waitress.parser import HTTPRequestParser
 from waitress.server import BaseWSGIServer, MultiSocketServer, TcpWSGIServer
 from waitress.task import ErrorTask, ThreadedTaskDispatcher
-from waitress.utilities import Error
+from waitress.utilities import BadRequest, Error
 
 from es_plugin_bridge.errors import UserError
 
@@ -106,12 +115,22 @@ class _GuardedParser(HTTPRequestParser):
     expected: bytes | None = None  # b"Bearer <token>", set per server
     started: float
     checked = False
+    got_bytes = False
 
     def __init__(self, adj: Adjustments) -> None:
         super().__init__(adj)
         self.started = time.monotonic()
 
     def received(self, data: bytes) -> int:
+        first, self.got_bytes = not self.got_bytes, True
+        if first and _is_tls_hello(data):
+            # A TLS ClientHello record: content type 22 (handshake), then protocol major version 3 (RFC
+            # 8446, 5.1). No HTTP request starts with byte 0x16; answering now makes the client's TLS
+            # layer fail at once (it reads "HTTP/1.1 400" where it expects a ServerHello).
+            self.checked = True
+            self.error = BadRequest("a TLS handshake reached this plain-HTTP sidecar: reach it with http://")
+            self.completed = True
+            return len(data)
         consumed = super().received(data)
         if self.headers_finished and not self.checked:
             self.checked = True
@@ -121,6 +140,10 @@ class _GuardedParser(HTTPRequestParser):
                     self.error = Unauthorized("missing or wrong bearer token")
                     self.completed = True  # the body is never read: the connection closes after the 401
         return consumed
+
+
+def _is_tls_hello(data: bytes) -> bool:
+    return len(data) >= 2 and data[0] == 0x16 and data[1] == 0x03
 
 
 def _line(request: HTTPRequestParser) -> tuple[str, str]:
@@ -148,9 +171,35 @@ class _Server(TcpWSGIServer):
                 self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
         super().bind_server_socket()
 
+    def readable(self) -> bool:
+        """Accept while below the connection limit; at it, close idle connections to make room."""
+        full = self.accepting and len(self._map) >= self.adj.connection_limit
+        if full and self._make_room(len(self._map) - self.adj.connection_limit + 1):
+            self.in_connection_overflow = True  # room is being made: no "limit reached" warning each turn
+        return bool(super().readable())
+
+    def _make_room(self, needed: int) -> bool:
+        """Close ``needed`` idle connections (no request under way or queued): never used ones first,
+        then the longest idle. They close on the event loop's next turn; a client whose idle keep-alive
+        connection closes opens another, as after ``idle_timeout``."""
+        idle = [c for c in self.active_channels.values()
+                if not c.requests and c.request is None and not c.will_close and not c.total_outbufs_len]
+        idle.sort(key=lambda c: (c.last_activity != c.creation_time, c.last_activity))
+        closing = sum(1 for c in self.active_channels.values() if c.will_close)
+        for channel in idle[:max(0, needed - closing)]:
+            channel.will_close = True
+        return bool(idle) or closing > 0
+
     def maintenance(self, now: float) -> None:
-        """Close idle connections (waitress) and those whose request is not in after request_timeout."""
+        """Close idle connections (waitress), those that sent nothing within request_timeout of opening
+        and those whose request is not in after request_timeout."""
         super().maintenance(now)
+        silent_since = now - self.request_timeout  # waitress's channel times are time.time()'s
+        for channel in list(self.active_channels.values()):
+            if (channel.request is None and not channel.requests and not channel.will_close
+                    and channel.last_activity == channel.creation_time
+                    and channel.creation_time < silent_since):
+                channel.will_close = True
         deadline = time.monotonic() - self.request_timeout
         for channel in list(self.active_channels.values()):
             partial = channel.request
@@ -187,7 +236,9 @@ class Server:
                 host=host, port=port, threads=threads, ident="esrerank",
                 max_request_body_size=limits.max_body_bytes,
                 max_request_header_size=limits.max_header_bytes,
-                channel_timeout=limits.idle_timeout, cleanup_interval=max(0.25, limits.request_timeout / 4),
+                # waitress reads it as an int: 0.5 s would be 0, closing every connection between requests.
+                channel_timeout=max(1, math.ceil(limits.idle_timeout)),
+                cleanup_interval=max(0.25, limits.request_timeout / 4),
                 connection_limit=limits.max_connections, asyncore_use_poll=True,
             )
         except (OSError, ValueError) as exc:  # getaddrinfo: an address that does not resolve

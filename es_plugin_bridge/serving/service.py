@@ -2,7 +2,7 @@
 
 Kept out of the Flask app so the bridge (and tests) can call it in process with the same results.
 A pairwise model (a cross-encoder) reranks like any other, its ``neural`` score run on each (query,
-document) pair, but has no vector to embed: ``/v1/embed`` is refused, naming why.
+document) pair, but has no vector to embed: ``/v1/encode`` and ``/v1/embed`` are refused, naming why.
 """
 
 from __future__ import annotations
@@ -34,14 +34,15 @@ from es_plugin_bridge.serving.relevance import (
 from es_plugin_bridge.serving.schemas import (
     DocumentIn,
     Embedding,
-    EmbedRequest,
-    EmbedResponse,
+    EncodeRequest,
+    EncodeResponse,
     RerankParams,
     RerankRequest,
     RerankV2Request,
     to_question,
     unscored_reason,
 )
+from es_plugin_bridge.serving.truncation import cut_reason, keep_end, tokens_read
 
 #: Candidate encodings kept (a vector and a bag of words each: about 2 KB for the demo model).
 DEFAULT_CACHE_SIZE = 20_000
@@ -301,9 +302,9 @@ class Service:
         out = self.rerank_json(req.as_v1())
         return {"id": str(uuid.uuid4()), "results": out["results"], "meta": {"api_version": {"version": "2"}}}
 
-    def embed(self, req: EmbedRequest) -> EmbedResponse:
-        """The neural vector and weighted-BOW terms of each text, for storing in an index; RequestError
-        for a pairwise model (:meth:`encode`)."""
+    def encode_json(self, req: EncodeRequest) -> EncodeResponse:
+        """``/v1/encode``: the neural vector and weighted-BOW terms of each text, for storing in an index;
+        RequestError for a pairwise model (:meth:`encode`)."""
         self._check_vectors()
         self._check_size("texts", len(req.texts))
         vectors, bags, _ = self.encode([_question(t) for t in req.texts])
@@ -313,4 +314,29 @@ class Service:
             features = bow_features(terms)
             embeddings.append(Embedding(vector=vec.astype(float).tolist(), terms=terms,
                                         bow_tokens=list(features), bow_weights=list(features.values())))
-        return EmbedResponse(embeddings=embeddings, model=self.name, dimension=self.model.dimension)
+        return EncodeResponse(embeddings=embeddings, model=self.name, dimension=self.model.dimension)
+
+    def cohere_vectors(self, texts: Sequence[str], truncate: str | None,
+                       output_dimension: int | None = None) -> tuple[list[list[float]], int]:
+        """Cohere's embed: each text's vector, cut as ``truncate`` says (``serving.truncation``: END, the
+        default, is :meth:`encode_json`'s cut; START keeps the end; NONE refuses a text the model cuts),
+        and the tokens the model read of them all (Cohere's ``billed_units.input_tokens``)."""
+        self._check_vectors()
+        self._check_size("texts", len(texts))
+        if output_dimension not in (None, self.model.dimension):
+            raise RequestError("output_dimension", f"this model's vectors have {self.model.dimension} "
+                                                   f"dimensions; send {self.model.dimension} or leave it out")
+        inputs = self.model.inputs
+        questions = [_question(t) for t in texts]
+        if truncate == "NONE":
+            for i, question in enumerate(questions):
+                reason = cut_reason(inputs, question)
+                if reason is not None:
+                    raise RequestError(f"texts.{i}", f"too long for truncate=NONE: {reason}; send a shorter "
+                                                     "text, or truncate=END or START")
+        elif truncate == "START":
+            questions = [_question(keep_end(t, lambda rest: cut_reason(inputs, _question(rest)) is None))
+                         for t in texts]
+        vectors, _, _ = self.encode(questions)
+        read = sum(tokens_read(self.model.token_ids(q)) for q in questions)
+        return vectors.astype(float).tolist(), read

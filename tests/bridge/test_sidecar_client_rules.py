@@ -141,11 +141,13 @@ def test_a_call_that_connects_after_its_deadline_sends_nothing(monkeypatch, side
 
 
 def test_a_call_aborted_before_it_connects_sends_nothing(sidecar):
-    call = _Call(http.client.HTTPConnection("127.0.0.1", int(sidecar.url.rsplit(":", 1)[1]), timeout=5),
-                 "/v1/rerank", b'{"query": "q", "documents": ["a"]}', {"Content-Type": "application/json"})
+    client = SidecarClient(sidecar.url, timeout=5.0)
+    call = _Call(client.pool, sidecar.url, "/v1/rerank", b'{"query": "q", "documents": ["a"]}',
+                 {"Content-Type": "application/json"})
     call.abort()
     call.run()
-    assert call.done.is_set() and call.answer is None and call.error is None
+    assert call.done.is_set() and call.answer is None
+    assert isinstance(call.error, SidecarUnavailable) and "abandoned" in str(call.error)
     assert sidecar.requests == []
 
 
@@ -154,7 +156,7 @@ def test_abort_after_the_answer_closed_the_socket_is_silent():
     deadline passes, ``abort`` finds a closed socket, whose shutdown fails (EBADF): nothing to do."""
     left, right = socket.socketpair()
     right.close()
-    call = _Call(http.client.HTTPConnection("127.0.0.1", 9), "/v1/rerank", b"{}", {})
+    call = _Call(SidecarClient("http://127.0.0.1:9").pool, "http://127.0.0.1:9", "/v1/rerank", b"{}", {})
     call._sock = left
     left.close()
     call.abort()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import ssl
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -110,3 +111,38 @@ def test_a_ca_file_that_cannot_serve_is_told_at_once(tmp_path, ca_file, url, ca,
     (tmp_path / "not-pem.txt").write_text("ubuntu 14.04 sudo apt-get install\n", encoding="utf-8")
     with pytest.raises(UserError, match=message):
         SidecarTarget(url, None, 1.0, str(tmp_path / ca))
+
+
+# -- the wrong scheme (issue 34, item 11) -----------------------------------------------------------------
+def test_https_to_the_plain_http_sidecar_fails_at_once_and_names_http(exported, questions):
+    """``esrerank serve`` answers a TLS ClientHello with a 400 at once (``serving/server.py``), so the
+    client's handshake fails in milliseconds (WRONG_VERSION_NUMBER: "HTTP/1.1" where a TLS record
+    belongs) instead of after the sidecar's request_timeout; the reason names the fix."""
+    from sidecar_apps import threaded_server
+
+    from es_plugin_bridge.serving.server import Limits
+
+    with threaded_server(ModelDirectory.load(exported["bow-cnn"], threads=1), TOKEN, Limits()) as server:
+        plain = server.url
+        https = plain.replace("http://", "https://")
+        client = SidecarClient(https, token=TOKEN, timeout=10.0)
+        t0 = time.perf_counter()
+        result = BridgeSearch(questions, client, window=10).search(questions[0], k=5)
+        took = time.perf_counter() - t0
+        assert not result.reranked and took < 2.0  # before: 10 s, the whole deadline, per search
+        assert result.fallback_reason.startswith(f"TLS handshake with {https} failed (")
+        assert "WRONG_VERSION_NUMBER" in result.fallback_reason
+        assert result.fallback_reason.endswith(f"the sidecar there speaks plain HTTP? use {plain}")
+        assert SidecarClient(plain, token=TOKEN).rerank(questions[0], questions[1:4])  # the fix works
+
+
+def test_http_to_a_tls_sidecar_names_https(https_sidecar, questions):
+    url, _ = https_sidecar
+    plain = url.replace("https://", "http://")
+    t0 = time.perf_counter()
+    result = BridgeSearch(questions, SidecarClient(plain, token=TOKEN, timeout=10.0), window=10).search(
+        questions[0], k=5)
+    assert not result.reranked and time.perf_counter() - t0 < 2.0
+    assert result.fallback_reason.startswith(f"the sidecar at {plain} closed the connection without an HTTP "
+                                             "answer")
+    assert result.fallback_reason.endswith(f"does it speak TLS? use {url}")

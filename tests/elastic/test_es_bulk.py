@@ -195,7 +195,7 @@ class Prepare:
         ids = [q.id for q in batch]
         self.calls.append(ids)
         if self.always_fail or self.fail_on & set(ids):
-            raise ConnectionError("sidecar at http://127.0.0.1:8080/v1/embed refused the connection")
+            raise ConnectionError("sidecar at http://127.0.0.1:8080/v1/encode refused the connection")
         return [{"_id": q.id, "title": q.title, "body": q.body} for q in batch]
 
 
@@ -301,7 +301,7 @@ def test_prepare_failure_fails_its_batch_only_and_is_never_sent(cluster, client,
     assert [f.id for f in report.failures] == _ids(qs[10:20])
     assert {f.status for f in report.failures} == {None}
     assert report.failures[0].reason == ("prepare failed: ConnectionError: sidecar at "
-                                         "http://127.0.0.1:8080/v1/embed refused the connection")
+                                         "http://127.0.0.1:8080/v1/encode refused the connection")
     assert prepare.calls == [_ids(qs[:10]), _ids(qs[10:20]), _ids(qs[20:])]
     assert cluster.bulk_sends == [_ids(qs[:10]), _ids(qs[20:])]
 
@@ -315,7 +315,8 @@ def test_failed_batches_in_a_row_stop_the_run_and_say_where(cluster, client, que
     assert [f.id for f in report.failures] == _ids(questions[:30])
     assert report.aborted is not None and "3 batches in a row failed" in report.aborted
     assert f"stopped after {questions[29].id}, reading nothing further" in report.aborted
-    assert len(prepare.calls) == 3 and cluster.bulk_sends == []
+    # the read-ahead may have prepared the 4th batch while the 3rd was booked: neither sent nor counted
+    assert len(prepare.calls) in (3, 4) and cluster.bulk_sends == []
     assert report.lines()[-1].startswith("stopped early: ")
 
 

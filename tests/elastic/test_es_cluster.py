@@ -392,7 +392,7 @@ def pair_sidecar(network, pair_model):
 def test_cross_encoder_runs_native_and_bridge_and_refuses_the_vector_modes(trial, pair_sidecar, cli,
                                                                            tmp_path):
     """A pairwise model end to end: ``es setup`` makes a text-only index and the native endpoints (the
-    token checked on ``/v1/rerank``), ``es index`` sends no ``/v1/embed``, Elasticsearch's
+    token checked on ``/v1/rerank``), ``es index`` sends no ``/v1/encode``, Elasticsearch's
     ``text_similarity_reranker`` calls the cross-encoder in mode native, the bridge reranks, the modes
     that need vectors are refused in one line, and ``es evaluate --mode native`` gives the in-process
     ``fused`` figures."""

@@ -75,7 +75,7 @@ def test_embedding_endpoints_conform_to_the_custom_service(task_type):
     assert body["service"] == "custom"
     settings = body["service_settings"]
     conforms(settings, "CustomServiceSettings")
-    assert settings["url"] == "http://sidecar:8080/v1/embed"
+    assert settings["url"] == "http://sidecar:8080/v1/encode"
     assert "${input}" in settings["request"] and "${query}" not in settings["request"]
     assert set(settings["response"]) == {"json_parser"}
     with pytest.raises(ValueError):
@@ -143,7 +143,7 @@ def embed_through_elasticsearch(client, texts: list[str]) -> tuple[list[list[flo
     for task_type, parse in parsers:
         settings = pipeline.embedding_endpoint("http://sidecar:8080", None, task_type)["service_settings"]
         body, headers = fill_request(settings, None, texts)
-        resp = client.post("/v1/embed", data=body, headers=headers)
+        resp = client.post("/v1/encode", data=body, headers=headers)
         assert resp.status_code == 200, resp.json
         parsed = parse(resp.json, settings["response"]["json_parser"])
         assert len(parsed) == len(texts)
@@ -164,7 +164,7 @@ def test_the_pipeline_stores_what_the_client_side_indexer_stores(exported, askub
     questions = [q for q in askubuntu if "${" in q.title + q.body] + askubuntu[:40]
     texts = [pipeline.rerank_text_as_painless({"title": q.title, "body": q.body}) for q in questions]
     vectors, sparse = embed_through_elasticsearch(client, texts)
-    direct = client.post("/v1/embed", json={"texts": [mappings.rerank_text(q) for q in questions]}).json
+    direct = client.post("/v1/encode", json={"texts": [mappings.rerank_text(q) for q in questions]}).json
     tokens = Preprocessor().tokens
     for q, text, vec, bow, emb in zip(questions, texts, vectors, sparse, direct["embeddings"], strict=True):
         by_client = mappings.document(q, tokens(q), emb)

@@ -64,7 +64,7 @@ def setup(request, exported, semeval):
 
 
 def embed(client, questions) -> list[dict]:
-    resp = client.post("/v1/embed", json={"texts": [mappings.rerank_text(q) for q in questions]})
+    resp = client.post("/v1/encode", json={"texts": [mappings.rerank_text(q) for q in questions]})
     assert resp.status_code == 200, resp.json
     return resp.json["embeddings"]
 

@@ -9,7 +9,7 @@
   tests/engines/test_lucene_parity.py), ``rank_feature`` with Lucene's 9-bit truncation, the ``script_score``
   Painless of the bodies, ``knn`` (cosine → (1 + cos)/2), a ``query`` rescore, named-query scores
   (``include_named_queries_score``), ``rrf`` in float32 with ties to the smaller doc id, float32
-  ``_score`` — with vectors and BOW terms from the sidecar app's own ``/v1/embed``. On SemEval-2016 dev
+  ``_score`` — with vectors and BOW terms from the sidecar app's own ``/v1/encode``. On SemEval-2016 dev
   and on AskUbuntu titles, hybrid gives the in-process ``hybrid`` ranker's order (scores: fused + one
   constant) and hybrid-rrf gives ``hybrid-rrf``'s, up to ties.
 Whether a real Elasticsearch answers the same is for ``tests/elastic/test_es_cluster.py`` (Docker).
@@ -522,13 +522,15 @@ class FakeElasticsearch:
 
     # the two client methods the modes call
     def search(self, *, index: str, include_named_queries_score: bool = False, preference: str | None = None,
-               **body: Any) -> dict[str, Any]:
+               search_type: str | None = None, **body: Any) -> dict[str, Any]:
+        # search_type (dfs_query_then_fetch): one shard has global statistics already
         self.calls.append("search")
         self.preferences.add(preference)
         body = {("_source" if k == "source" else k): v for k, v in body.items()}
         return self.execute(body, include_named_queries_score)
 
-    def msearch(self, *, index: str, searches: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    def msearch(self, *, index: str, searches: Sequence[Mapping[str, Any]],
+                search_type: str | None = None) -> dict[str, Any]:
         self.calls.append("msearch")
         responses = []
         for header, body in zip(searches[0::2], searches[1::2], strict=True):
@@ -545,7 +547,7 @@ class AppEmbedder:
         self.client = client
 
     def embed(self, questions: Sequence[Question]) -> list[dict[str, Any]]:
-        resp = self.client.post("/v1/embed", json={"texts": [mappings.rerank_text(q) for q in questions]})
+        resp = self.client.post("/v1/encode", json={"texts": [mappings.rerank_text(q) for q in questions]})
         assert resp.status_code == 200, resp.json
         return resp.json["embeddings"]
 
@@ -570,7 +572,7 @@ def askubuntu_data(tmp: Path) -> tuple[list[Question], list[tuple[Question, set[
                                         ("bow-cnn", "lmdirichlet", "askubuntu")],
                 ids=lambda p: "-".join(p))
 def world(request, exported, tmp_path_factory):
-    """A collection indexed in the fake (vectors and BOW from /v1/embed), the in-process rankers, and
+    """A collection indexed in the fake (vectors and BOW from /v1/encode), the in-process rankers, and
     a mode factory over the fake."""
     model_type, similarity, data = request.param
     collection, searches = (semeval_data() if data == "semeval"

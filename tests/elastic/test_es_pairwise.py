@@ -7,7 +7,7 @@ shape and records what the real ``elasticsearch`` client sends. It is never evid
 Elasticsearch accepts the requests (``tests/elastic/test_es_cluster.py``'s cross-encoder test is, where
 Docker runs); it shows what the product sends, creates and prints:
 
-- ``es setup``: the token is checked on ``/v1/rerank`` (the sidecar refuses ``/v1/embed`` for this
+- ``es setup``: the token is checked on ``/v1/rerank`` (the sidecar refuses ``/v1/encode`` for this
   model: no call goes there), the index has no ``vector``/``bow`` fields and no ingest pipeline, one
   ``rerank`` endpoint per first stage with β is registered, and the lines say which modes run and why
   the others do not (the model has no vectors; on a cluster too old for native, that too).
@@ -138,12 +138,12 @@ def test_setup_makes_a_text_index_and_native_endpoints_and_says_which_modes_run(
     rec, es_url = recorder
     url, app = sidecar
     cluster_answers(rec)
-    embeds, reranks = requests_to(app, "/v1/embed"), requests_to(app, "/v1/rerank")
+    embeds, reranks = requests_to(app, "/v1/encode"), requests_to(app, "/v1/rerank")
     code, out, err = cli(["es", "setup", str(pair_model[1]), "--index", "questions",
                           "--sidecar-from-es", "http://sidecar:8080", *common(es_url, url)])
     assert code == 0, err
-    # the token check: one /v1/rerank, no /v1/embed (which the sidecar refuses for this model)
-    assert requests_to(app, "/v1/embed") == embeds and requests_to(app, "/v1/rerank") == reranks + 1
+    # the token check: one /v1/rerank, no /v1/encode (which the sidecar refuses for this model)
+    assert requests_to(app, "/v1/encode") == embeds and requests_to(app, "/v1/rerank") == reranks + 1
     assert writes(rec) == [f"/_inference/rerank/esrerank-questions-{s}" for s in stages] + ["/questions"]
     index = sent(rec, "PUT", "/questions")
     properties = index["mappings"]["properties"]
@@ -249,13 +249,13 @@ def test_index_sends_the_text_only_and_never_calls_embed(
     answer(rec, ("PUT", "/questions/_bulk"), {"took": 1, "errors": False, "items": [
         {"index": {"_index": "questions", "_id": i, "status": 201, "result": "created"}} for i in ids]})
     answer(rec, ("POST", "/questions/_refresh"), {"_shards": {"total": 1, "successful": 1, "failed": 0}})
-    embeds = requests_to(app, "/v1/embed")
+    embeds = requests_to(app, "/v1/encode")
     code, out, err = cli(["es", "index", f"pairs:{data}", "--index", "questions", "--no-progress",
                           *common(es_url, url)])
     assert code == 0, err
     assert "holds no vectors" in err and "indexing the text only" in err and "cross-encoder" in err
     assert f"read {len(ids)}" in out and f"indexed {len(ids)}" in out and "failed 0" in out
-    assert requests_to(app, "/v1/embed") == embeds
+    assert requests_to(app, "/v1/encode") == embeds
     (bulk,) = [r for r in rec.requests if r["path"] == "/questions/_bulk"]
     lines = [json.loads(x) for x in bulk["body"].splitlines() if x.strip()]
     sources = lines[1::2]
@@ -291,7 +291,7 @@ def test_modes_that_need_vectors_are_refused_in_one_line(
     rec, es_url = recorder
     url, app = sidecar
     search_answers(rec, pair_model, stages, [])
-    embeds = requests_to(app, "/v1/embed")
+    embeds = requests_to(app, "/v1/encode")
     code, out, err = cli(["es", "search", "how do I upgrade", "--mode", mode, "--index", "questions",
                           *common(es_url, url)])
     assert code != 0 and out == ""
@@ -299,7 +299,7 @@ def test_modes_that_need_vectors_are_refused_in_one_line(
     assert message == [f"error: mode {mode} needs the model's vectors; tiny (cross-encoder) reads a query "
                        "and a document together and has no vectors: use --mode native or --mode bridge"], err
     assert not [r for r in rec.requests if r["path"].endswith("/_search")]
-    assert requests_to(app, "/v1/embed") == embeds
+    assert requests_to(app, "/v1/encode") == embeds
 
 
 def test_es_search_top_10_is_one_request_that_brings_the_titles(

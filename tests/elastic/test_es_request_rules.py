@@ -155,7 +155,7 @@ def test_texts_without_tokens_embed_to_what_the_index_can_store(exported):
     for kind in ("bow-cnn", "gru"):
         client = create_app(ModelDirectory.load(exported[kind], threads=1)).test_client()
         texts = ["???", "<p></p>", "grub fails to boot"]
-        resp = client.post("/v1/embed", json={"texts": texts})
+        resp = client.post("/v1/encode", json={"texts": texts})
         assert resp.status_code == 200, resp.json
         for text, emb in zip(texts, resp.json["embeddings"], strict=True):
             doc = mappings.document(Question("t", text, ""), [], emb, "cosine")

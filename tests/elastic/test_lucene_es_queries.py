@@ -92,7 +92,7 @@ def test_rank_features_in_lucene_give_the_bow_cosine(exported, data):
     client, model = app.test_client(), app.extensions["esrerank"].model
 
     def embed(questions):
-        resp = client.post("/v1/embed", json={"texts": [mappings.rerank_text(q) for q in questions]})
+        resp = client.post("/v1/encode", json={"texts": [mappings.rerank_text(q) for q in questions]})
         return resp.json["embeddings"]
 
     feature = _j("org.apache.lucene.document.FeatureField")

@@ -55,7 +55,7 @@ def test_cluster_settings_trust_exactly_the_sidecar():
     url = apply.render("connector.json", **VALUES)["actions"][0]["url"]
     assert url == "http://sidecar:8080/v1/rerank"
     assert re.fullmatch(regex, url)
-    for other in ("http://sidecar:8080/v1/embed", "http://sidecar:8080/v1/rerank/x", "http://evil/v1/rerank",
+    for other in ("http://sidecar:8080/v1/encode", "http://sidecar:8080/v1/rerank/x", "http://evil/v1/rerank",
                   "http://sidecarX8080/v1/rerank"):
         assert not re.fullmatch(regex, other), other
 

@@ -1,5 +1,5 @@
 """What ``es setup --embed-at-ingest`` sends OpenSearch (``elastic/opensearch_ingest.py``), checked
-without a node: the connectors' bodies against the sidecar's own ``/v1/embed`` answer read the way
+without a node: the connectors' bodies against the sidecar's own ``/v1/encode`` answer read the way
 ml-commons 2.19.1.0 reads it, the pipeline's processors, and the one-line messages of ``es index``.
 
 The node tests (``tests/opensearch/test_opensearch_ingest.py``) run all of it on OpenSearch 2.19.1; these
@@ -32,7 +32,7 @@ URL = "http://sidecar:8080"
 def test_the_vector_connector_reads_the_sidecars_vectors_with_ml_commons_default_functions():
     body = connector_body(URL, "t0ken", "vector")
     action = body["actions"][0]
-    assert action["url"] == f"{URL}/v1/embed" and action["request_body"] == EMBED_REQUEST
+    assert action["url"] == f"{URL}/v1/encode" and action["request_body"] == EMBED_REQUEST
     assert action["pre_process_function"] == "connector.pre_process.default.embedding"
     assert action["post_process_function"] == "connector.post_process.default.embedding"
     assert VECTOR_FILTER == "$.embeddings[*].vector"
@@ -96,8 +96,8 @@ def test_the_trusted_pattern_matches_exactly_the_embed_url():
     import re
 
     pattern = embed_url_regex(URL + "/")
-    assert re.fullmatch(pattern, f"{URL}/v1/embed")
-    assert not re.fullmatch(pattern, f"{URL}/v1/rerank") and not re.fullmatch(pattern, f"{URL}/v1/embedx")
+    assert re.fullmatch(pattern, f"{URL}/v1/encode")
+    assert not re.fullmatch(pattern, f"{URL}/v1/rerank") and not re.fullmatch(pattern, f"{URL}/v1/encodex")
 
 
 def test_only_an_unreachable_sidecar_stops_the_run():
@@ -114,7 +114,7 @@ def test_the_failure_line_names_the_sidecar_and_the_pipeline():
     line = failure_line(embedding, ["mapper_parsing_exception: x", reason], 50)
     assert line is not None and "\n" not in line
     assert line.startswith("OpenSearch's ingest pipeline questions-embed could not embed through the sidecar "
-                           "at http://127.0.0.1:8080/v1/embed (status_exception: Error communicating")
+                           "at http://127.0.0.1:8080/v1/encode (status_exception: Error communicating")
     assert line.endswith("50 questions were not indexed (none is stored without its vector); start the "
                          "sidecar and re-run with --resume")
     assert failure_line(embedding, ["mapper_parsing_exception: x"], 1) is None

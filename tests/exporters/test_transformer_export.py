@@ -111,7 +111,7 @@ from es_plugin_bridge.serving.app import create_app
 
 client = create_app(sys.argv[1]).test_client()
 texts = json.loads(sys.argv[2])
-embed = client.post("/v1/embed", json={"texts": texts})
+embed = client.post("/v1/encode", json={"texts": texts})
 rerank = client.post("/v1/rerank", json={"query": texts[0], "documents": texts[1:],
                                           "first_stage_scores": [2.0] * (len(texts) - 1)})
 heavy = sorted({m.split(".")[0] for m in sys.modules} & {"torch", "transformers", "sentence_transformers",

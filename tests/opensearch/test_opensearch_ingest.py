@@ -1,13 +1,13 @@
 """OpenSearch embeds at ingest (``es setup --embed-at-ingest``) on a real OpenSearch 2.19.1 node, with a
 live sidecar, through the CLI.
 
-``es setup`` registers two ml-commons remote models on the sidecar's ``/v1/embed`` (one answers each
+``es setup`` registers two ml-commons remote models on the sidecar's ``/v1/encode`` (one answers each
 text's vector, one its BOW terms) and the index's ``default_pipeline``: neural-search's
 ``text_embedding`` (→ ``vector``) and ``sparse_encoding`` (→ ``bow``) processors between two Painless
 scripts (``rerank_text``; a zero vector dropped). ``es index`` then sends the text only. On 1,200 lines
 of real AskUbuntu title pairs (2,197 questions, 110 titles with shell or code in them: ``$PATH``,
 ``:a;$!N;``, backquotes, ``||``, quotes, braces, backslashes), what OpenSearch stores is what the
-sidecar's ``/v1/embed`` answers for the same text, and modes ``vectors``, ``hybrid`` and ``hybrid-rrf``
+sidecar's ``/v1/encode`` answers for the same text, and modes ``vectors``, ``hybrid`` and ``hybrid-rrf``
 give the top 10 of the same data embedded by the client (``tests/opensearch/test_opensearch_vectors.py``
 holds that one equal to the in-process rankers).
 
@@ -138,7 +138,7 @@ def test_setup_registers_two_embedding_models_and_the_default_pipeline(indexed, 
         model = opensearch.ok("GET", f"/_plugins/_ml/models/{embedding[f'{output}_model']}")
         assert model["model_state"] == "DEPLOYED"
         connector = opensearch.ok("GET", f"/_plugins/_ml/connectors/{embedding[f'{output}_connector']}")
-        assert connector["actions"][0]["url"] == f"{url}/v1/embed"
+        assert connector["actions"][0]["url"] == f"{url}/v1/encode"
     trusted = opensearch.ok("GET", "/_cluster/settings?flat_settings=true")["persistent"][
         "plugins.ml_commons.trusted_connector_endpoints_regex"]
     assert embed_url_regex(url) in trusted and trusted_url_regex(url) in trusted
@@ -148,7 +148,7 @@ def test_setup_registers_two_embedding_models_and_the_default_pipeline(indexed, 
 
 def test_index_sends_the_text_only_and_opensearch_stores_the_sidecars_vectors(indexed, opensearch, sidecar):
     """Every one of the 2,197 questions (indexed with no sidecar reachable from the client) holds the
-    vector and BOW terms the sidecar's ``/v1/embed`` answers for its text, as the client-embedded
+    vector and BOW terms the sidecar's ``/v1/encode`` answers for its text, as the client-embedded
     index does."""
     url, _ = sidecar
     assert "the cluster embeds through pipeline ingest-askubuntu-embed" in indexed.index_out
@@ -250,7 +250,7 @@ class SidecarFront:
 
 def test_the_sidecar_stopped_during_es_index_fails_in_one_line_and_stores_nothing_without_its_vector(
         opensearch, sidecar, cli, tmp_path):
-    """OpenSearch's sidecar stops after the first batch of 50 (two ``/v1/embed`` calls: vector and
+    """OpenSearch's sidecar stops after the first batch of 50 (two ``/v1/encode`` calls: vector and
     BOW). The second bulk's items fail with ml-commons' "Error communicating with remote model" (status
     500, which ``es index`` would otherwise resend with back-off for half a minute per batch): the run
     stops at once, exits 1, and its last line is one error naming the sidecar's URL. The index holds
@@ -273,7 +273,7 @@ def test_the_sidecar_stopped_during_es_index_fails_in_one_line_and_stores_nothin
         assert "Traceback" not in err
         last = err.strip().splitlines()[-1]
         assert last.startswith("error: OpenSearch's ingest pipeline ingest-stopped-embed could not embed "
-                               f"through the sidecar at {front.url}/v1/embed (")
+                               f"through the sidecar at {front.url}/v1/encode (")
         assert "Error communicating with remote model" in last and "re-run with --resume" in last
         assert "read 100  indexed 50  skipped 0  failed 50" in out
         stored = sources(opensearch, "ingest-stopped")
@@ -301,7 +301,8 @@ def test_setup_fails_in_one_line_when_opensearch_cannot_reach_the_sidecar(opense
     code, _, err = cli(["es", "setup", str(model), "--index", "ingest-unreachable", "--embed-at-ingest",
                         "--sidecar-from-es", dead, *common(opensearch, url)])
     assert code != 0
-    assert err.strip().startswith(f"error: OpenSearch could not embed through the sidecar at {dead}/v1/embed")
+    assert err.strip().startswith(
+        f"error: OpenSearch could not embed through the sidecar at {dead}/v1/encode")
     assert len(err.strip().splitlines()) == 1
     assert opensearch.call("GET", "/ingest-unreachable")[0] == 404
 

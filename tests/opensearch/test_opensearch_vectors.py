@@ -175,7 +175,7 @@ def test_setup_maps_a_lucene_knn_vector_and_index_stores_what_the_sidecar_embeds
     assert settings["knn"] == "true" and settings["number_of_shards"] == "1"
     questions = list(read_spec(world.spec).questions.values())
     sample = questions[:: max(1, len(questions) // 12)]
-    status, answer = post(f"{url}/v1/embed", {"texts": [mappings.rerank_text(q) for q in sample]}, TOKEN)
+    status, answer = post(f"{url}/v1/encode", {"texts": [mappings.rerank_text(q) for q in sample]}, TOKEN)
     assert status == 200, answer
     for question, embedding in zip(sample, answer["embeddings"], strict=True):
         stored = opensearch.ok("GET", f"/{world.index}/_doc/{question.id}")["_source"]

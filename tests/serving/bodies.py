@@ -8,5 +8,5 @@ from es_plugin_bridge.data.types import Question
 
 
 def doc_json(q: Question) -> dict[str, Any]:
-    """A question as ``/v1/rerank`` and ``/v1/embed`` take it: ``{id, title, body}``."""
+    """A question as ``/v1/rerank`` and ``/v1/encode`` take it: ``{id, title, body}``."""
     return {"id": q.id, "title": q.title, "body": q.body}

@@ -4,7 +4,7 @@ bit-identically with today's code.
 ``data/before_issue_19/gru`` was written by ``export-onnx`` at commit d964fa5 (a tiny GRU trained on
 AskUbuntu title pairs), and ``gru_answers.json`` holds what that commit's code answered on it
 (``PYTHONPATH=<checkout of d964fa5> python tests/tools/golden_scores.py DIR OUT``): every component
-of ``ModelDirectory.rerank`` and the ``/v1/rerank`` (fused with explain, linear) and ``/v1/embed``
+of ``ModelDirectory.rerank`` and the ``/v1/rerank`` (fused with explain, linear) and ``/v1/encode``
 answers, as exact JSON floats. Today's code must give the same numbers, float for float."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The sidecar serving a cross-encoder (the ``pair`` family) on real SemEval questions: ``/v1/rerank``
 and ``/v2/rerank`` answer the pair scores torch computes for the checkpoint (σ(logit) as ``neural``,
 β fusion and calibration as for every type, Elasticsearch's ``linear`` score), candidates seen before
-come from the cache (their bags of words and sub-word sides), and ``/v1/embed`` is refused naming why."""
+come from the cache (their bags of words and sub-word sides), and ``/v1/encode`` is refused naming why."""
 
 from __future__ import annotations
 
@@ -85,7 +85,7 @@ def test_candidates_seen_before_come_from_the_cache_with_the_same_scores(client,
 
 
 def test_embed_is_refused_naming_why(client):
-    resp = client.post("/v1/embed", json={"texts": ["How do I install java on ubuntu?"]})
+    resp = client.post("/v1/encode", json={"texts": ["How do I install java on ubuntu?"]})
     assert resp.status_code == 400
     message = resp.json["error"]
     assert "cross-encoder" in message and "no vector per text" in message and "/v1/rerank" in message

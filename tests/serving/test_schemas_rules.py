@@ -15,7 +15,7 @@ from es_plugin_bridge.serving.schemas import (
     MAX_TEXT_CHARS,
     NOT_BLANK,
     DocumentIn,
-    EmbedRequest,
+    EncodeRequest,
     RerankDocumentIn,
     RerankRequest,
     RerankV2Request,
@@ -44,11 +44,11 @@ def test_a_text_of_exactly_the_limit_is_accepted_and_one_more_is_refused(semeval
     exact += "x" * (MAX_TEXT_CHARS - len(exact))
     assert len(exact) == MAX_TEXT_CHARS
     assert RerankRequest.model_validate({"query": exact, "documents": ["a"]}).query == exact
-    assert EmbedRequest.model_validate({"texts": ["a", exact]}).texts[1] == exact
+    assert EncodeRequest.model_validate({"texts": ["a", exact]}).texts[1] == exact
     assert RerankV2Request.model_validate({"query": exact, "documents": ["a"]}).query == exact
     want = "text is longer than 100000 characters"
     assert refusal(RerankRequest, {"query": exact + "x", "documents": ["a"]}) == ("query", want)
-    assert refusal(EmbedRequest, {"texts": ["a", exact + "x"]}) == ("texts.1", want)
+    assert refusal(EncodeRequest, {"texts": ["a", exact + "x"]}) == ("texts.1", want)
     assert refusal(RerankV2Request, {"query": exact + "x", "documents": ["a"]}) == ("query", want)
 
 
@@ -56,9 +56,9 @@ def test_a_text_of_exactly_the_limit_is_accepted_and_one_more_is_refused(semeval
 def test_a_blank_text_is_refused_with_its_own_message(blank):
     empty = "text must not be empty"
     assert refusal(RerankRequest, {"query": blank, "documents": ["a"]}) == ("query", empty)
-    assert refusal(EmbedRequest, {"texts": ["a", blank]}) == ("texts.1", empty)
+    assert refusal(EncodeRequest, {"texts": ["a", blank]}) == ("texts.1", empty)
     assert refusal(RerankV2Request, {"query": blank, "documents": ["a"]}) == ("query", empty)
-    as_parts = refusal(EmbedRequest, {"texts": [{"title": blank}]})
+    as_parts = refusal(EncodeRequest, {"texts": [{"title": blank}]})
     assert as_parts == ("texts.0.title", "title must not be empty")
 
 
@@ -75,7 +75,7 @@ def test_blank_means_python_whitespace_in_the_server_and_in_the_document():
         assert document.is_valid(" \t" + ch + "\u3000") is not ch.isspace(), repr(ch)
     assert jsonschema_rs.validator_for({"type": "string", "pattern": r"\S"}).is_valid("\x85")  # the old one
     for text in ("\x85", "\x1d\x1c", "\u2028\u3000"):
-        assert refusal(EmbedRequest, {"texts": [text]}) == ("texts.0", "text must not be empty")
+        assert refusal(EncodeRequest, {"texts": [text]}) == ("texts.0", "text must not be empty")
         assert unscored_reason(text) == "blank"
 
 
@@ -147,7 +147,7 @@ def test_a_v2_request_is_the_same_v1_request(semeval):
     # a value of neither member's type: the string member's message, at the request's own path
     (RerankRequest, {"query": "q", "documents": ["a", 7]}, "documents.1", "Input should be a valid string"),
     (RerankRequest, {"query": 7, "documents": ["a"]}, "query", "Input should be a valid string"),
-    (EmbedRequest, {"texts": ["a", [1]]}, "texts.1", "Input should be a valid string"),
+    (EncodeRequest, {"texts": ["a", [1]]}, "texts.1", "Input should be a valid string"),
     # an object: what is wrong inside it, without the member's name in the path
     (RerankRequest, {"query": {"title": " "}, "documents": ["a"]}, "query.title", "title must not be empty"),
     (RerankRequest, {"query": {"title": "t", "tags": []}, "documents": ["a"]}, "query.tags",
@@ -158,7 +158,7 @@ def test_a_v2_request_is_the_same_v1_request(semeval):
      "scores must be finite numbers"),
     # not an object at all
     (RerankRequest, [1], "(body)", "Input should be a valid dictionary or instance of RerankRequest"),
-    (EmbedRequest, "texts", "(body)", "Input should be a valid dictionary or instance of EmbedRequest"),
+    (EncodeRequest, "texts", "(body)", "Input should be a valid dictionary or instance of EncodeRequest"),
 ])
 def test_a_400_names_the_request_field_and_the_telling_message(model, data, field, message):
     assert refusal(model, data) == (field, message)

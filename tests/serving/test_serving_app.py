@@ -126,7 +126,7 @@ def test_relevance_mapping_keeps_order_and_bounds():
 
 def test_embed_returns_the_model_vectors_and_terms(clients, models, semeval):
     questions = [semeval[0].query, *semeval[0].candidates[:3]]
-    resp = clients["gru"].post("/v1/embed", json={"texts": [doc_json(q) for q in questions]}, headers=AUTH)
+    resp = clients["gru"].post("/v1/encode", json={"texts": [doc_json(q) for q in questions]}, headers=AUTH)
     assert resp.status_code == 200
     model = models["gru"]
     got = resp.json["embeddings"]
@@ -172,9 +172,9 @@ def test_more_documents_than_max_documents_is_413_as_the_readme_says(clients):
     client = clients["bow-cnn"]
     for path, body in (("/v1/rerank", {"query": "q", "documents": ["d"] * 51}),
                        ("/v2/rerank", {"query": "q", "documents": ["d"] * 51}),
-                       ("/v1/embed", {"texts": ["d"] * 51})):
+                       ("/v1/encode", {"texts": ["d"] * 51})):
         resp = client.post(path, json=body, headers=AUTH)
-        field = "texts" if path == "/v1/embed" else "documents"
+        field = "texts" if path == "/v1/encode" else "documents"
         assert resp.status_code == 413 and resp.json["field"] == field, (path, resp.json)
         assert "at most 50" in resp.json["error"]
     assert client.post("/v1/rerank", json={"query": "q", "documents": ["d"] * 50},
@@ -188,7 +188,7 @@ def test_transport_errors_are_json(clients):
     resp = client.post("/v1/rerank", data="query=x", headers=AUTH)
     assert resp.status_code == 415 and "JSON" in resp.json["error"]
     assert client.post("/v1/rerank", json=[1], headers=AUTH).json["field"] == "(body)"
-    assert client.post("/v1/embed", json={"texts": []}, headers=AUTH).json["field"] == "texts"
+    assert client.post("/v1/encode", json={"texts": []}, headers=AUTH).json["field"] == "texts"
     assert client.get("/v1/rerank", headers=AUTH).status_code == 405
     missing = client.get("/nowhere", headers=AUTH)
     assert missing.status_code == 404 and "error" in missing.json
@@ -221,7 +221,8 @@ def test_metrics_count_requests_and_documents(exported):
 
 def test_openapi_references_resolve(clients):
     doc = clients["bow-cnn"].get("/openapi.json", headers=AUTH).json
-    assert {"/v1/rerank", "/v2/rerank", "/v1/embed", "/healthz", "/readyz", "/metrics"} <= set(doc["paths"])
+    assert {"/v1/rerank", "/v2/rerank", "/v1/encode", "/v1/embed", "/v2/embed", "/healthz", "/readyz",
+            "/metrics"} <= set(doc["paths"])
     refs = set()
 
     def walk(node) -> None:

@@ -206,7 +206,7 @@ def test_answers_with_a_pool_under_concurrency_equal_answers_alone_without(model
         body = {"query": {"title": docs[0].title, "body": docs[0].body},
                 "documents": [{"title": d.title, "body": d.body} for d in docs[1:] or docs]}
         bodies.append(body if i % 4 else {"texts": [d.title for d in docs]})
-    paths = ["/v1/embed" if "texts" in b else "/v1/rerank" for b in bodies]
+    paths = ["/v1/encode" if "texts" in b else "/v1/rerank" for b in bodies]
     pooled = create_app(Settings(model_dir=exported[model_type], onnx_threads=1, batch_size=16,
                                  encoder_workers=2, cache_size=200))
     client = pooled.test_client()

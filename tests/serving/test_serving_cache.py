@@ -61,7 +61,7 @@ def test_scores_with_and_without_the_cache_are_identical(model_type, exported, s
                 k: v for k, v in b["explain"].items() if k != "cached"}
         assert not any(r["explain"]["cached"] for r in want["results"])
     embed = {"texts": [doc_json(c) for c in semeval[0].candidates]}
-    assert cached.post("/v1/embed", json=embed).json == uncached.post("/v1/embed", json=embed).json
+    assert cached.post("/v1/encode", json=embed).json == uncached.post("/v1/encode", json=embed).json
 
 
 def test_a_candidate_seen_before_costs_no_encoder_call(exported, semeval):

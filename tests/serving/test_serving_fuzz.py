@@ -2,9 +2,14 @@
 requests to every operation, at least 1,000 in all, must never answer 5xx and every answer must match the
 spec (status documented, body matching its schema, content type), and a request valid against the
 document is accepted unless it breaks one of the rules across fields the document states
-(``openapi.CROSS_FIELD_RULES``). In process (WSGI), bounded, seeded."""
+(``openapi.CROSS_FIELD_RULES``). Both of schemathesis' generating phases run: the coverage phase (what
+``st run`` sends first: boundary values, each keyword broken in turn, unexpected methods, duplicate and
+missing parameters) and hypothesis' fuzzing, with the settings shipped for ``st run``
+(``schemathesis.toml``). In process (WSGI), bounded, seeded."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 import schemathesis
@@ -18,6 +23,7 @@ from es_plugin_bridge.serving.app import create_app
 from es_plugin_bridge.serving.openapi import CROSS_FIELD_RULES
 
 EXAMPLES = 300  # per operation and generation mode (counted below: at least 1,000 in all)
+SHIPPED_SETTINGS = Path(__file__).resolve().parents[2] / "schemathesis.toml"
 
 
 class _Counter:
@@ -63,7 +69,7 @@ def test_the_document_is_the_served_model_and_limit(api_schema, exported):
     params = api_schema.raw_schema["paths"]["/v1/rerank"]["post"]["parameters"]
     assert next(p for p in params if p["name"] == "first_stage")["schema"]["enum"] == fusion
     for model, field in (("RerankRequest", "documents"), ("RerankV2Request", "documents"),
-                         ("EmbedRequest", "texts")):
+                         ("EncodeRequest", "texts")):
         assert schemas[model]["properties"][field]["maxItems"] == 50
 
 
@@ -82,16 +88,85 @@ def fuzzed_app(exported, counter):
 
 @pytest.fixture(scope="module")
 def api_schema(fuzzed_app):
-    # schemathesis' default statuses for refused invalid data (its "expected-statuses" setting), plus 413:
-    # how the server refuses more documents than --max-documents (the document's maxItems).
-    rejections = ["400", "401", "403", "404", "405", "406", "409", "413", "415", "422", "428", "429", "5xx"]
-    config = SchemathesisConfig.from_dict(
-        {"checks": {"negative_data_rejection": {"expected-statuses": rejections}}})
+    # The settings a user's `st run` reads in this repository: schemathesis' defaults, but for 413 as a
+    # refusal of one item more than maxItems (how the server refuses a list over --max-documents).
+    config = SchemathesisConfig.from_path(SHIPPED_SETTINGS)
     return schemathesis.openapi.from_wsgi("/openapi.json", fuzzed_app, config=config)
 
 
 def _operations(api_schema) -> list:
     return [result.ok() for result in api_schema.get_all_operations()]
+
+
+def _operation(api_schema, path: str):
+    return next(op for op in _operations(api_schema) if op.path == path)
+
+
+def _coverage(api_schema, operation) -> list:
+    """The cases of schemathesis' coverage phase for ``operation``, valid and invalid, as ``st run``
+    makes them."""
+    return list(api_schema.iter_coverage_cases(
+        operation, generation_modes=[GenerationMode.POSITIVE, GenerationMode.NEGATIVE],
+        generation_config=api_schema.config.generation_for(operation=operation)))
+
+
+def _validate(case) -> None:
+    """Every check, "positive data acceptance" included (a valid request must not be a 4xx), but for
+    requests that break a rule across fields the document states in words."""
+    positive = case.meta.generation.mode == GenerationMode.POSITIVE
+    exempt = [positive_data_acceptance] if positive and breaks_a_stated_rule(case) else []
+    case.call_and_validate(excluded_checks=exempt)
+
+
+def test_every_valid_case_of_the_coverage_phase_has_a_valid_body(api_schema):
+    """Issue 34, item 14: the coverage phase read the not-blank pattern beside maxLength 100,000 as
+    ``^[^…]{1,100000}$``, too large for its regex engine; it then built no valid body for /v1/rerank,
+    /v2/rerank or /v1/encode and sent ``0`` in the cases it called valid:
+    ``0`` to ``/v1/rerank?score=probability&first_stage=lmdirichlet`` was a "valid request" refused 400."""
+    for operation in _operations(api_schema):
+        if operation.method.upper() != "POST":
+            continue
+        valid = [c for c in _coverage(api_schema, operation) if c.meta.generation.mode.is_positive]
+        assert valid and all(isinstance(c.body, dict) for c in valid), (operation.path, valid[:1])
+    rerank = _operation(api_schema, "/v1/rerank")
+    case = next(c for c in _coverage(api_schema, rerank) if c.meta.generation.mode.is_positive
+                and c.query == {"score": "probability", "first_stage": "lmdirichlet"})
+    assert isinstance(case.body, dict) and case.body.get("first_stage_scores") is None, case.body
+    # A body now, without first-stage scores: refused by a rule the document states, naming the field.
+    response = case.call()
+    assert response.status_code == 400 and response.json()["field"] == "first_stage", response.text
+    assert breaks_a_stated_rule(case)
+    _validate(case)
+
+
+def test_one_document_over_max_items_is_refused_413_as_the_document_lists(api_schema, semeval_dev):
+    """Issue 34, item 14: one document more than maxItems (--max-documents) to /v2/rerank is answered
+    413 naming the field, a status its responses list; with the shipped settings every check passes
+    (schemathesis' defaults count a 413 as "schema-violating request accepted"). The case is the coverage
+    phase's own maxItems case, its body real SemEval questions so that the count alone is wrong."""
+    operation = _operation(api_schema, "/v2/rerank")
+    documents = api_schema.raw_schema["components"]["schemas"]["RerankV2Request"]["properties"]["documents"]
+    case = next(c for c in _coverage(api_schema, operation) if c.meta.generation.mode.is_negative
+                and isinstance(c.body, dict) and len(c.body.get("documents") or []) > documents["maxItems"])
+    texts = [f"{c.title}\n{c.body}" for q in semeval_dev for c in q.candidates][:documents["maxItems"] + 1]
+    case.body = {"query": semeval_dev[0].query.title, "documents": texts}
+    response = case.call()
+    assert response.status_code == 413 and response.json()["field"] == "documents", response.text
+    assert "413" in api_schema.raw_schema["paths"]["/v2/rerank"]["post"]["responses"]
+    _validate(case)
+    case.body = {"query": semeval_dev[0].query.title, "documents": texts[:-1]}  # at the limit: answered
+    assert case.call().status_code == 200
+
+
+@pytest.mark.slow
+def test_the_coverage_phase_finds_nothing(api_schema):
+    """Every case of the coverage phase, every operation, every check: no failure."""
+    sent = 0
+    for operation in _operations(api_schema):
+        for case in _coverage(api_schema, operation):
+            _validate(case)
+            sent += 1
+    assert sent >= 300
 
 
 @pytest.mark.slow
@@ -100,7 +175,8 @@ def test_no_5xx_and_every_answer_matches_the_spec(api_schema, counter, mode):
     """Each operation in turn: hypothesis draws cases from the spec (valid ones, then invalid ones)."""
     operations = _operations(api_schema)
     assert {f"{op.method.upper()} {op.path}" for op in operations} >= {  # schemathesis skips the spec itself
-        "POST /v1/rerank", "POST /v1/embed", "GET /healthz", "GET /readyz", "GET /metrics"}
+        "POST /v1/rerank", "POST /v1/encode", "POST /v1/embed", "POST /v2/embed", "GET /healthz",
+        "GET /readyz", "GET /metrics"}
     for operation in operations:
         if mode == GenerationMode.NEGATIVE and operation.method.upper() == "GET":
             continue  # nothing to make invalid: no parameters, no body
@@ -109,11 +185,7 @@ def test_no_5xx_and_every_answer_matches_the_spec(api_schema, counter, mode):
                   phases=[Phase.generate], suppress_health_check=list(HealthCheck))
         @given(case=operation.as_strategy(generation_mode=mode))
         def check(case) -> None:
-            # Every check, "positive data acceptance" included (a valid request must not be a 4xx), but
-            # for requests that break a rule across fields the document states in words.
-            positive = mode == GenerationMode.POSITIVE
-            exempt = [positive_data_acceptance] if positive and breaks_a_stated_rule(case) else []
-            case.call_and_validate(excluded_checks=exempt)
+            _validate(case)
 
         check()
 

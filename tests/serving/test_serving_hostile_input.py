@@ -63,7 +63,7 @@ def test_a_body_nested_1000_levels_deep_is_a_400(client):
 def test_a_lone_surrogate_is_a_400_naming_the_field(client, body, field):
     resp = _post_raw(client, body)
     assert resp.status_code == 400 and resp.json["field"] == field, resp.json
-    embed = _post_raw(client, '{"texts": ["ok", "\\ud800"]}', "/v1/embed")
+    embed = _post_raw(client, '{"texts": ["ok", "\\ud800"]}', "/v1/encode")
     assert embed.status_code == 400 and embed.json["field"] == "texts.1"
 
 

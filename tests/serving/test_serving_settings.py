@@ -26,7 +26,7 @@ TOKEN = "s3cret-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 BODY = {"query": "how do I install ubuntu from a usb stick",
         "documents": ["install ubuntu from usb", "wifi keeps dropping", "ubuntu usb boot"]}
-API_ROUTES = {"/v1/rerank", "/v2/rerank", "/v1/embed"}
+API_ROUTES = {"/v1/rerank", "/v2/rerank", "/v1/encode", "/v1/embed", "/v2/embed"}
 OPS_ROUTES = {"/healthz", "/readyz", "/metrics", "/openapi.json"}
 
 
@@ -167,7 +167,7 @@ def test_two_blueprints_hold_the_documented_routes(app):
     assert client.get("/metrics").status_code == 401
     missing = client.get("/nowhere", headers=AUTH)
     assert missing.status_code == 404 and "error" in missing.json
-    not_json = client.post("/v1/embed", data="x", headers=AUTH)
+    not_json = client.post("/v1/encode", data="x", headers=AUTH)
     assert not_json.status_code == 415 and "error" in not_json.json
     metrics = client.get("/metrics", headers=AUTH).get_data(as_text=True)
     assert 'esrerank_requests_rejected_total{reason="not_json",status="415"}' in metrics

@@ -1,5 +1,5 @@
 """Write the golden answers of an exported model directory: every score ``ModelDirectory.rerank`` gives
-and every ``/v1/rerank`` and ``/v1/embed`` answer, on real AskUbuntu questions, as exact JSON floats.
+and every ``/v1/rerank`` and ``/v1/encode`` answer, on real AskUbuntu questions, as exact JSON floats.
 
 Run it with the code whose answers are the reference on the path (an older checkout)::
 
@@ -44,7 +44,7 @@ def answers(model_dir: Path) -> dict[str, Any]:
         http.append(client.post("/v1/rerank", json={**body, "explain": True}).get_json())
         http.append(client.post("/v1/rerank?score=linear",
                                 json={k: v for k, v in body.items() if k != "first_stage_scores"}).get_json())
-    http.append(client.post("/v1/embed", json={"texts": [q.title for q in questions[:10]]}).get_json())
+    http.append(client.post("/v1/encode", json={"texts": [q.title for q in questions[:10]]}).get_json())
     for answer in http:
         answer.pop("took_ms", None)
     return {"scores": scores, "http": http}

@@ -25,10 +25,12 @@ def open_binary(path: Path) -> BinaryIO:
     return open(path, "rb")
 
 
-def iter_lines(path: Path) -> Iterator[tuple[int, str]]:
+def iter_lines(path: Path, bad: BadRecords | None = None) -> Iterator[tuple[int, str]]:
     """Yield (1-based line number, line without its end-of-line) of a UTF-8 text file, plain or gzip.
 
-    Lines end at '\\n' only, so a stray '\\r' inside a field cannot split a record in two.
+    Lines end at '\\n' only, so a stray '\\r' inside a field cannot split a record in two. A line that
+    is not UTF-8 is reported to ``bad`` (so ``--skip-bad`` skips it alone, counted) or, without one,
+    stops the read; either way naming its line and byte.
     """
     number = 0
     with open_binary(path) as stream:
@@ -37,9 +39,11 @@ def iter_lines(path: Path) -> Iterator[tuple[int, str]]:
                 try:
                     line = raw.decode("utf-8")
                 except UnicodeDecodeError as error:
-                    raise DataFormatError(
-                        str(path), str(number), f"not UTF-8 text ({error.reason})"
-                    ) from None
+                    problem = f"not UTF-8 text ({error.reason} at byte {error.start + 1} of the line)"
+                    if bad is None:
+                        raise DataFormatError(str(path), str(number), problem) from None
+                    bad.report(number, problem)
+                    continue
                 if number == 1:
                     line = line.removeprefix("\ufeff")
                 yield number, line.rstrip("\n").removesuffix("\r")
@@ -91,7 +95,7 @@ def read_line_records(
     ``parse`` raises RecordError for a malformed line; returns how many lines were skipped.
     """
     bad = BadRecords(path, skip_bad)
-    for number, line in iter_lines(path):
+    for number, line in iter_lines(path, bad):
         if not line.strip():
             continue
         try:

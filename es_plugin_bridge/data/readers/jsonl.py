@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,21 @@ def _load(line: str) -> dict[str, Any]:
         raise RecordError(f"invalid JSON ({error.msg} at column {error.colno})") from None
     if not isinstance(record, dict):
         raise RecordError(f"expected a JSON object, found {type(record).__name__}")
+    lone = re.search(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}", line)
+    if lone is not None and _has_lone_surrogate(record):
+        raise RecordError(f"a lone surrogate {lone.group()} at column {lone.start() + 1} (not Unicode text)")
     return record
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    """Whether a string of ``value`` holds a lone surrogate (JSON allows the escape; no text encodes it)."""
+    if isinstance(value, str):
+        return any(0xD800 <= ord(c) <= 0xDFFF for c in value)
+    if isinstance(value, dict):
+        return any(_has_lone_surrogate(k) or _has_lone_surrogate(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_lone_surrogate(v) for v in value)
+    return False
 
 
 def _parse_record(dataset: Dataset, record: dict[str, Any]) -> None:
