@@ -26,6 +26,8 @@ from es_plugin_bridge.errors import UserError
 
 TRUSTED = "plugins.ml_commons.trusted_connector_endpoints_regex"
 DEPLOY_SECONDS = 120.0
+#: Tries of the first ml-commons write while its master key is being made (``_first_write``).
+MASTER_KEY_TRIES = 3
 #: How long a model may stay ``PARTIALLY_DEPLOYED`` before it is deployed again.
 REDEPLOY_SECONDS = 5.0
 
@@ -66,14 +68,28 @@ def register_remote_model(client: Any, connector: Mapping[str, Any], name: str, 
                           deploy_timeout: float = DEPLOY_SECONDS) -> tuple[str, str]:
     """Create the connector, register a ``remote`` model on it and wait until it is deployed:
     (connector id, model id)."""
-    created = request(client, f"creating the ml-commons connector {connector.get('name')}", "POST",
-                      "/_plugins/_ml/connectors/_create", dict(connector))
+    created = _first_write(client, f"creating the ml-commons connector {connector.get('name')}", "POST",
+                           "/_plugins/_ml/connectors/_create", dict(connector))
     registered = request(client, f"registering the remote model {name}", "POST",
                          "/_plugins/_ml/models/_register?deploy=true",
                          {"name": name, "function_name": "remote", "description": description,
                           "connector_id": created["connector_id"]})
     model_id = wait_deployed(client, registered, time.monotonic() + deploy_timeout)
     return str(created["connector_id"]), model_id
+
+
+def _first_write(client: Any, what: str, method: str, path: str, body: Any) -> dict[str, Any]:
+    """``request``, tried again (3 times, 2 s apart) while ml-commons answers that fetching its master key
+    timed out: on a fresh cluster of several nodes the first connector can meet that while the key is
+    being made (found on three 2.19.1 nodes); the next try finds it."""
+    for attempt in range(MASTER_KEY_TRIES):
+        try:
+            return request(client, what, method, path, body)
+        except UserError as exc:
+            if "master key timed out" not in str(exc) or attempt == MASTER_KEY_TRIES - 1:
+                raise
+            time.sleep(2.0)
+    raise AssertionError("unreachable")
 
 
 def wait_deployed(client: Any, registered: Mapping[str, Any], deadline: float) -> str:
