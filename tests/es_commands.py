@@ -65,3 +65,26 @@ def assert_stored_as_embedded(stored: dict, embedding: dict, question: Question)
     got = stored.get("bow", {})
     assert set(got) == set(want), question.id
     assert all(np.float32(got[key]) == np.float32(want[key]) for key in want), question.id
+
+
+def ranking_differences(got: list[tuple[str, float]], want: list[tuple[str, float]], spread: float,
+                        scores: bool = True) -> list[str]:
+    """What differs between a mode's top 10 and its ranker's (empty: the same). The ids in order, except
+    where the ranker's own scores of the documents involved lie within ``spread`` (the rank_features
+    truncation can swap such near-ties, no more); and each score is the ranker's for the same document
+    plus one constant whose spread is at most ``spread`` (``scores`` False: the ids alone).
+    tests/opensearch/test_opensearch_vectors.py explains the bound."""
+    score = dict(want)
+    ids = [doc for doc, _ in got]
+    if ids != [doc for doc, _ in want[:10]]:
+        if any(doc not in score for doc in ids):
+            return [f"documents outside the ranker's window: {[d for d in ids if d not in score]}"]
+        ranked = [score[doc] for doc in ids]
+        tenth = want[min(10, len(want)) - 1][1]
+        swapped = any(b > a + spread for a, b in zip(ranked, ranked[1:], strict=False))
+        if swapped or any(s < tenth - spread for s in ranked):
+            return [f"order {ids} != {[d for d, _ in want[:10]]}"]
+    gaps = [value - score[doc] for doc, value in got]
+    if scores and gaps and max(gaps) - min(gaps) > spread:
+        return [f"scores are not the ranker's plus one constant: gaps {gaps}"]
+    return []

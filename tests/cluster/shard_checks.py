@@ -72,27 +72,6 @@ def same_ranking(got: Hits, want: Hits, atol: float = 1e-5) -> bool:
     return True
 
 
-def plus_one_constant(got: Hits, want: Hits, spread: float, scores: bool = True) -> list[str]:
-    """What differs between a mode's top 10 and its in-process ranker's (empty: the same): the ids in
-    order, except where the ranker's own scores lie within ``spread`` (Lucene's rank_features
-    truncation can swap such near-ties, no more); with ``scores``, each score the ranker's plus one
-    constant (tests/opensearch/test_opensearch_vectors.py explains the bound)."""
-    score = dict(want)
-    ids = [doc for doc, _ in got]
-    if ids != [doc for doc, _ in want[:10]]:
-        if any(doc not in score for doc in ids):
-            return [f"documents outside the ranker's window: {[d for d in ids if d not in score]}"]
-        ranked = [score[doc] for doc in ids]
-        tenth = want[min(10, len(want)) - 1][1]
-        swapped = any(b > a + spread for a, b in zip(ranked, ranked[1:], strict=False))
-        if swapped or any(s < tenth - spread for s in ranked):
-            return [f"order {ids} != {[d for d, _ in want[:10]]}"]
-    gaps = [value - score[doc] for doc, value in got]
-    if scores and gaps and max(gaps) - min(gaps) > spread:
-        return [f"scores are not the ranker's plus one constant: gaps {gaps}"]
-    return []
-
-
 def shard_copies(cluster, index: str) -> dict[str, list[str]]:
     """Node name → the copies of ``index`` it holds (``0p``, ``1r``...), started copies only."""
     rows = cluster.nodes[0].ok("GET", f"/_cat/shards/{index}?format=json")

@@ -1,6 +1,6 @@
 """Every OpenSearch mode exact on 3 shards × 1 replica over three nodes: ``es setup --shards 3 --replicas
 1``, ``es index``, ``es search`` — the same top 10 and scores as the same data in a single-shard index,
-and as the mode's in-process ranker, on SemEval-2016 dev (550 questions, its 50 queries) and on 500
+and as the mode's in-process ranker, on SemEval-2016 dev (550 questions, 30 of its 50 queries) and on 500
 AskUbuntu questions with their HTML bodies (shell and code in them; 30 of their titles as queries).
 
 Why each holds (``es_plugin_bridge/elastic/shards.py`` cites the engine's source):
@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
-from es_commands import SEMEVAL_DEV, TOKEN, run
+from es_commands import SEMEVAL_DEV, TOKEN, ranking_differences, run
 from live_sidecar import post
 from shard_checks import (
     ASKUBUNTU_VAL,
@@ -28,7 +28,6 @@ from shard_checks import (
     connection,
     first_stage_ties,
     hits,
-    plus_one_constant,
     same_ranking,
     search,
     shard_copies,
@@ -88,7 +87,7 @@ def world(request, opensearch_cluster, sidecar, tmp_path_factory) -> World:
     url, model = sidecar
     if request.param == "semeval":
         spec = f"semeval:{SEMEVAL_DEV}"
-        queries = [q.query.title for q in read_spec(spec).queries]
+        queries = [q.query.title for q in read_spec(spec).queries][:30]  # of its 50: the CI budget
     else:
         path = tmp_path_factory.mktemp("askubuntu") / "val.tsv"
         path.write_text("".join(ASKUBUNTU_VAL.read_text(encoding="utf-8").splitlines(keepends=True)[:PAIRS]),
@@ -153,7 +152,7 @@ def test_each_mode_on_three_shards_equals_one_shard_and_its_in_process_ranker(wo
         else:
             want = world.rankers[MODES[mode]].search(question_from_text(text), WINDOW)
             # bridge answers the sidecar's score of the fused order (its own scale): the order is compared
-            diff = plus_one_constant(got, want, spread, scores=mode != "bridge")
+            diff = ranking_differences(got, want, spread, scores=mode != "bridge")
             found = ("in process", diff) if diff else None
         if found is None:
             continue

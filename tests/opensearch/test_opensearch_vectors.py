@@ -28,7 +28,7 @@ import json
 from dataclasses import dataclass
 
 import pytest
-from es_commands import SEMEVAL_DEV, TITLES, TOKEN, common, run
+from es_commands import SEMEVAL_DEV, TITLES, TOKEN, common, ranking_differences, run
 from live_sidecar import post
 
 from es_plugin_bridge.core.features import bow_features
@@ -104,27 +104,6 @@ def search(cli, opensearch, url: str, index: str, text: str, mode: str, *extra: 
     return json.loads(out)
 
 
-def differences(got: list[tuple[str, float]], want: list[tuple[str, float]], spread: float) -> list[str]:
-    """What differs between a mode's top 10 and its ranker's (empty: the same). The ids in order, except
-    where the ranker's own scores of the documents involved lie within ``spread`` (the rank_features
-    truncation can swap such near-ties, no more); and each score is the ranker's for the same document
-    plus one constant whose spread is at most ``spread``."""
-    score = dict(want)
-    ids = [doc for doc, _ in got]
-    if ids != [doc for doc, _ in want[:10]]:
-        if any(doc not in score for doc in ids):
-            return [f"documents outside the ranker's window: {[d for d in ids if d not in score]}"]
-        ranked = [score[doc] for doc in ids]
-        tenth = want[min(10, len(want)) - 1][1]
-        swapped = any(b > a + spread for a, b in zip(ranked, ranked[1:], strict=False))
-        if swapped or any(s < tenth - spread for s in ranked):
-            return [f"order {ids} != {[d for d, _ in want[:10]]}"]
-    gaps = [value - score[doc] for doc, value in got]
-    if gaps and max(gaps) - min(gaps) > spread:
-        return [f"scores are not the ranker's plus one constant: gaps {gaps}"]
-    return []
-
-
 @pytest.mark.parametrize("mode", list(MODES))
 def test_each_mode_gives_its_in_process_rankers_top_10(world, opensearch, sidecar, cli, mode):
     url, _ = sidecar
@@ -138,7 +117,7 @@ def test_each_mode_gives_its_in_process_rankers_top_10(world, opensearch, sideca
         got = [(hit["id"], hit["score"]) for hit in result["hits"]]
         want = world.rankers[mode].search(question_from_text(text), WINDOW)  # its top 10 is the first 10
         assert len(got) == min(10, len(want))
-        if diff := differences(got, want, spread):
+        if diff := ranking_differences(got, want, spread):
             found[text] = diff
     assert found == {}, f"{len(found)} of {len(world.queries)} queries differ"
 
@@ -157,7 +136,7 @@ def test_hnsw_finds_the_exact_top_10_here(world, opensearch, sidecar, cli):
         assert dense["query"]["knn"]["vector"]["k"] == 10 * WINDOW
         got = [(hit["id"], hit["score"]) for hit in result["hits"]]
         want = world.rankers["hybrid"].search(question_from_text(text), WINDOW)
-        if diff := differences(got, want, 1e-5 + world.beta_bow * TRUNCATION):
+        if diff := ranking_differences(got, want, 1e-5 + world.beta_bow * TRUNCATION):
             found[text] = diff
     assert found == {}
 

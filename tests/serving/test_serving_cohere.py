@@ -7,27 +7,19 @@ installed skips with the reason.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
+from client_libraries import needs
 from live_sidecar import serve
 
 SAMPLES = Path(__file__).resolve().parents[2] / "es_plugin_bridge" / "samples"
 TITLES = SAMPLES / "askubuntu-pairs" / "train_titles.tsv"
 TOKEN = "cohere-clients-token"
 QUERY = "how do I install ubuntu from a usb stick"
-
-
-def _needs(module: str, package: str) -> pytest.MarkDecorator:
-    try:
-        missing = importlib.util.find_spec(module) is None
-    except ModuleNotFoundError:  # a dotted name whose parent package is missing
-        missing = True
-    return pytest.mark.skipif(missing, reason=f"{package} is not installed (pip install '.[dev]')")
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +81,7 @@ def test_v2_refuses_unknown_or_invalid_fields(sidecar, body, field):
     assert status == 400 and answer["field"] == field, answer
 
 
-@_needs("cohere", "cohere")
+@needs("cohere", "cohere")
 def test_cohere_client_v1(sidecar, titles, expected):
     import cohere
 
@@ -98,7 +90,7 @@ def test_cohere_client_v1(sidecar, titles, expected):
     assert [(r.index, r.relevance_score) for r in answer.results] == expected[:3]
 
 
-@_needs("cohere", "cohere")
+@needs("cohere", "cohere")
 def test_cohere_client_v2(sidecar, titles, expected):
     import cohere
 
@@ -112,7 +104,7 @@ def test_cohere_client_v2(sidecar, titles, expected):
     assert refused.value.status_code == 401
 
 
-@_needs("langchain_cohere", "langchain-cohere")
+@needs("langchain_cohere", "langchain-cohere")
 def test_langchain_cohere_rerank(sidecar, titles, expected):
     from langchain_cohere import CohereRerank
     from langchain_core.documents import Document
@@ -125,7 +117,7 @@ def test_langchain_cohere_rerank(sidecar, titles, expected):
     assert [(d.metadata["n"], d.metadata["relevance_score"]) for d in kept] == expected[:3]
 
 
-@_needs("llama_index.postprocessor.cohere_rerank", "llama-index-postprocessor-cohere-rerank")
+@needs("llama_index.postprocessor.cohere_rerank", "llama-index-postprocessor-cohere-rerank")
 def test_llama_index_cohere_rerank(sidecar, titles, expected):
     from llama_index.core.schema import NodeWithScore, TextNode
     from llama_index.postprocessor.cohere_rerank import CohereRerank

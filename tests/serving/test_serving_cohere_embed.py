@@ -9,26 +9,18 @@ float32 values (``Service.encode``) and read back as Python floats, so the compa
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
+from client_libraries import needs
 from live_sidecar import serve
 
 SAMPLES = Path(__file__).resolve().parents[2] / "es_plugin_bridge" / "samples"
 TITLES = SAMPLES / "askubuntu-pairs" / "train_titles.tsv"
 TOKEN = "cohere-embed-token"
-
-
-def _needs(module: str, package: str) -> pytest.MarkDecorator:
-    try:
-        missing = importlib.util.find_spec(module) is None
-    except ModuleNotFoundError:  # a dotted name whose parent package is missing
-        missing = True
-    return pytest.mark.skipif(missing, reason=f"{package} is not installed (pip install '.[dev]')")
 
 
 @pytest.fixture(scope="module")
@@ -156,7 +148,7 @@ def test_truncate_none_end_start(sidecar, long_text, titles):
     assert _post(sidecar, "/v1/embed", {"texts": [longer], "truncate": "NONE"})[0] == 400
 
 
-@_needs("cohere", "cohere")
+@needs("cohere", "cohere")
 def test_cohere_client_v1_and_v2(sidecar, titles):
     import cohere
 
@@ -176,7 +168,7 @@ def test_cohere_client_v1_and_v2(sidecar, titles):
     assert refused.value.status_code == 400
 
 
-@_needs("langchain_cohere", "langchain-cohere")
+@needs("langchain_cohere", "langchain-cohere")
 def test_langchain_cohere_embeddings(sidecar, titles):
     from langchain_cohere import CohereEmbeddings
 
@@ -186,7 +178,7 @@ def test_langchain_cohere_embeddings(sidecar, titles):
     assert embeddings.embed_query(titles[3]) == expected[3]
 
 
-@_needs("llama_index.embeddings.cohere", "llama-index-embeddings-cohere")
+@needs("llama_index.embeddings.cohere", "llama-index-embeddings-cohere")
 def test_llama_index_cohere_embedding(sidecar, titles):
     from llama_index.embeddings.cohere import CohereEmbedding
 
