@@ -23,7 +23,7 @@ class RunCleanup(ExitStack):
 
     def __init__(self, url: str, echo: Callable[[str], None] = _stderr) -> None:
         super().__init__()
-        self.url = url.rstrip("/")
+        self.url = url.split(",")[0].strip().rstrip("/")  # one node of an --es-url list answers for all
         self.echo = echo
         self.remains: list[str] = []
 
