@@ -7,14 +7,11 @@ installed skips with the reason.
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
 from client_libraries import needs
-from live_sidecar import serve
+from live_sidecar import post, serve
 
 SAMPLES = Path(__file__).resolve().parents[2] / "es_plugin_bridge" / "samples"
 TITLES = SAMPLES / "askubuntu-pairs" / "train_titles.tsv"
@@ -37,14 +34,7 @@ def sidecar(exported, tmp_path_factory):
 
 
 def _post(url: str, path: str, body: dict) -> tuple[int, dict]:
-    request = urllib.request.Request(url + path, data=json.dumps(body).encode(), method="POST",
-                                     headers={"Authorization": f"Bearer {TOKEN}",
-                                              "Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=30) as resp:
-            return resp.status, json.loads(resp.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
+    return post(url + path, body, TOKEN)
 
 
 @pytest.fixture(scope="module")
