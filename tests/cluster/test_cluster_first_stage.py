@@ -89,6 +89,8 @@ def askubuntu(opensearch_cluster, tokens):
 
 def test_the_index_has_three_shards_each_on_two_nodes(opensearch_cluster, askubuntu):
     collection, _ = askubuntu
+    opensearch_cluster.nodes[0].ok("GET", f"/_cluster/health/{collection.index}?wait_for_status=green"
+                                          "&timeout=120s")  # every replica allocated first
     copies = shard_copies(opensearch_cluster, collection.index)
     assert len(copies) == 3 and all(len(held) == 2 for held in copies.values())
     assert sorted(c for held in copies.values() for c in held) == ["0p", "0r", "1p", "1r", "2p", "2r"]

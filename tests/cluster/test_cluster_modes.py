@@ -50,7 +50,7 @@ MODES = {"bridge": "fused", "vectors": "fused", "hybrid": "hybrid", "hybrid-rrf"
 #: hybrid-rrf fuses ranks, and rerank's window ends at a rank (a tie across its edge).
 RANKED = ("hybrid-rrf", "rerank")
 #: The share of queries whose difference may be such a tie.
-TIED_AT_MOST = {"hybrid-rrf": 0.4, "rerank": 0.2}
+TIED_AT_MOST = {"hybrid-rrf": 0.5, "rerank": 0.2}  # SemEval: 14 of 30 queries tie in hybrid-rrf
 #: Lines of AskUbuntu's val.tsv indexed: some 500 questions with their bodies.
 PAIRS = 260
 #: Lucene keeps 9 significant bits of a rank_features value: a BOW cosine moves < 2^-8.

@@ -88,8 +88,9 @@ def test_a_node_killed_loses_no_question_and_every_search_still_answers(opensear
         # every search answers from the copies left, at once (the dead node's shards fail over)
         for node in survivors:
             assert node.ok("GET", f"/{INDEX}/_count")["count"] == QUESTIONS
-        health = survivors[0].ok("GET", "/_cluster/health?wait_for_nodes=2&wait_for_status=yellow"
-                                        "&timeout=90s")
+        # (this test's indices: another test's index without replicas may be red with a node down)
+        health = survivors[0].ok("GET", f"/_cluster/health/{INDEX},{WRITES}?wait_for_nodes=2"
+                                        "&wait_for_status=yellow&timeout=90s")
         # yellow, never red: every primary is active again (a replica was promoted where one was lost)
         assert health["number_of_nodes"] == 2 and health["status"] == "yellow" and not health["timed_out"]
         assert _manager(survivors[0]) != victim or which == "data node"
@@ -97,9 +98,10 @@ def test_a_node_killed_loses_no_question_and_every_search_still_answers(opensear
         # a write is acknowledged with a node down (a primary on each shard is still there)
         survivors[1].ok("PUT", f"/{WRITES}/_doc/{which.replace(' ', '-')}?refresh=true",
                         {"title": f"written while the {which} was down"})
-    finally:
+    finally:  # the next test finds three nodes whatever happened here, each answering on its own port
         cluster_nodes.restart_node(opensearch_cluster.home, opensearch_cluster.root, killed)
-    health = cluster_nodes.wait_for_nodes(nodes[0].url if killed else nodes[1].url, 3, timeout=240)
+        health = cluster_nodes.wait_for_nodes(nodes[0].url if killed else nodes[1].url, 3, timeout=240)
+        cluster_nodes.wait_for_nodes(nodes[killed].url, 3, timeout=120)
     assert health["status"] == "green"
     for node in nodes:  # the rejoined node answers too, with everything (its copies recovered)
         assert node.ok("GET", f"/{INDEX}/_count")["count"] == QUESTIONS
