@@ -247,13 +247,29 @@ def load_runs(cluster: Cluster, sidecar: str, index: str, queries: list[str], ar
             after = healthy_answers({mode: single[mode]}, queries[:10])[mode]
         except UserError as exc:
             after = {"error": str(exc)}
+        strays = stray_answers(tally, healthy[mode], first_stage)
+        stray_queries = sorted({query for query, _ in strays})
+        tied = [q for q in stray_queries if window_has_tie(single["bridge"], q, args.window)]
         out[mode] = {"killed": "elected cluster manager" if victim == manager else "data node",
-                     **tally.summary(), "answers_unlike_healthy": len(stray_answers(tally, healthy[mode],
-                                                                                    first_stage)),
+                     **tally.summary(), "answers_unlike_healthy": len(strays),
+                     "queries_unlike_healthy": len(stray_queries),
+                     "of_them_with_a_first_stage_tie": len(tied),
+                     "unlike_healthy_examples": [line for _, line in strays[:3]],
                      "after_rejoin_equal_healthy": all(after[q] == healthy[mode].get(q) for q in after),
                      "seconds_to_green_after_restart": green_s}
         print(mode, json.dumps(out[mode]), flush=True)
     return out
+
+
+def window_has_tie(searcher: Any, query: str, window: int) -> bool:
+    """Whether two documents of the query's first-stage window score exactly alike: the engine orders
+    such a tie by document within the shard copy that answers, and a primary and its replica number
+    their documents independently, so which copy answers decides the tie's order (docs/scaling-out.md,
+    "Equal scores"); ``hybrid-rrf`` fuses ranks, so its fused scores follow that order."""
+    from es_plugin_bridge.data.questions import question_from_text
+
+    scores = [s for _, s in searcher.stage.search(question_from_text(query), window)]
+    return any(abs(a - b) <= 1e-6 * max(abs(a), 1.0) for a, b in zip(scores, scores[1:], strict=False))
 
 
 def tiny_model() -> Path:

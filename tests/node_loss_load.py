@@ -183,16 +183,17 @@ def healthy_answers(searchers: dict[str, Any], queries: Sequence[str]) -> dict[s
 
 
 def stray_answers(tally: Tally, healthy: dict[str, Answer], first_stage: dict[str, Answer],
-                  tolerance: float = 1e-4) -> list[str]:
-    """The answers of a load that differ from the healthy cluster's: a reranked answer must be the
-    healthy one (ids, scores within ``tolerance``), a fallback the first stage's top 10 (its ids)."""
+                  tolerance: float = 1e-4) -> list[tuple[str, str]]:
+    """The answers of a load that differ from the healthy cluster's, as (query, what differs): a
+    reranked answer must be the healthy one (ids, scores within ``tolerance``), a fallback the first
+    stage's top 10 (its ids)."""
     strays = []
     for query, answer in tally.answers:
         want = healthy[query] if answer.reranked else first_stage[query]
         pairs = zip(answer.scores, want.scores, strict=True) if answer.ids == want.ids else None
         if pairs is None or (answer.reranked and any(abs(a - b) > tolerance * max(1.0, abs(b))
                                                      for a, b in pairs)):
-            strays.append(f"{query!r}: {answer.ids[:3]} {answer.scores[:3]} != {want.ids[:3]}")
+            strays.append((query, f"{query!r}: {answer.ids[:3]} {answer.scores[:3]} != {want.ids[:3]}"))
     return strays
 
 

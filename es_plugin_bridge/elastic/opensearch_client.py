@@ -15,6 +15,8 @@ from collections.abc import Iterable, Mapping
 from types import SimpleNamespace
 from typing import Any
 
+from es_plugin_bridge.elastic import lost_copy
+
 ENGINE = "opensearch"
 #: Every search asks for all shards' results or an error. By default a search whose shard failed on every
 #: copy tried answers 200 with the other shards' hits (``_shards.failed`` > 0): while a node dies, a
@@ -36,6 +38,11 @@ class Answer(dict):
     def body(self) -> dict[str, Any]:
         """The JSON itself, as elasticsearch-py's ``ObjectApiResponse.body``."""
         return dict(self)
+
+
+def _error_info(exc: Exception) -> Any:
+    """The error answer an opensearch-py exception carries (``TransportError.info``), else nothing."""
+    return getattr(exc, "info", None)
 
 
 def _drop_none(values: Mapping[str, Any]) -> dict[str, Any]:
@@ -108,7 +115,10 @@ class OpenSearchClient:
                              "search_pipeline": search_pipeline,
                              "verbose_pipeline": "true" if verbose_pipeline else None,
                              "include_named_queries_score": "true" if include_named_queries_score else None})
-        return self._call(self._os.search, index=index, body=payload, params=params)
+        def send() -> Answer:
+            return self._call(self._os.search, index=index, body=payload, params=params)
+
+        return lost_copy.retrying(send, lambda _answer: False, _error_info)
 
     def msearch(self, *, index: str, searches: list[Any], search_type: str | None = None) -> Answer:
         """``POST /index/_msearch`` of header and body lines, as elasticsearch-py's ``searches=``
@@ -116,7 +126,10 @@ class OpenSearchClient:
         (:data:`WHOLE`, in its header line)."""
         params = _drop_none({"search_type": search_type})
         lines = [{**WHOLE, **line} if n % 2 == 0 else line for n, line in enumerate(searches)]
-        return self._call(self._os.msearch, index=index, body=lines, params=params)
+        def send() -> Answer:
+            return self._call(self._os.msearch, index=index, body=lines, params=params)
+
+        return lost_copy.retrying(send, lost_copy.msearch_lost_copy, _error_info)
 
     def get(self, *, index: str, id: str, source_includes: list[str] | None = None) -> Answer:
         params = _drop_none({"_source_includes": ",".join(source_includes) if source_includes else None})

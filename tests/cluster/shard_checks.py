@@ -77,8 +77,8 @@ def shard_copies(cluster, index: str) -> dict[str, list[str]]:
     copy of it is moving: green only says every copy is assigned, and the balancer may still be relocating
     one after another test's node restart (a RELOCATING row names its source node, and the copy it is
     building on the target is not listed as started), so the layout is read when it has settled."""
-    cluster.nodes[0].ok("GET", f"/_cluster/health/{index}?wait_for_status=green&wait_for_no_relocating_shards=true"
-                               "&wait_for_no_initializing_shards=true&timeout=120s")
+    cluster.nodes[0].ok("GET", f"/_cluster/health/{index}?wait_for_status=green&timeout=120s"
+                               "&wait_for_no_relocating_shards=true&wait_for_no_initializing_shards=true")
     rows = cluster.nodes[0].ok("GET", f"/_cat/shards/{index}?format=json")
     found: dict[str, list[str]] = {}
     for row in rows:
