@@ -24,6 +24,7 @@ from es_plugin_bridge.cli.demo_common import (
     say,
     sidecar_example,
 )
+from es_plugin_bridge.core.fusion import FIRST_STAGES
 
 #: Training: dos Santos et al.'s BOW-CNN with 100-d word2vec trained on the train split's titles (about
 #: 5 s on 2 cores, measured), Adam instead of the paper's SGD so a short budget gets somewhere, and the
@@ -144,7 +145,7 @@ def _model(ctx: DemoContext) -> Path:
 def retrieval_model_step(ctx: DemoContext) -> None:
     """The same retrieval queries: the first stages against the model alone and fused with BM25."""
     retrieval(ctx, "retrieval-askubuntu-model", "Retrieval, AskUbuntu test duplicates, with the BOW-CNN",
-              ["bm25", "lmdirichlet", "model", "fused"], _model(ctx), section="papers")
+              [*FIRST_STAGES, "model", "fused"], _model(ctx), section="papers")
 
 
 def rerank_model_step(ctx: DemoContext) -> None:

@@ -23,12 +23,13 @@ from es_plugin_bridge.cli.es_options import (
     sidecar_target,
 )
 from es_plugin_bridge.cli.query_text import query_text
+from es_plugin_bridge.core.fusion import FIRST_STAGES
 from es_plugin_bridge.elastic.mode_registry import mode_names
 from es_plugin_bridge.errors import UserError
 
 DEFAULT_INDEX = "esrerank-questions"
 MODE_CHOICE = click.Choice(list(mode_names()))
-STAGE_CHOICE = click.Choice(["bm25", "lmdirichlet"])
+STAGE_CHOICE = click.Choice(FIRST_STAGES)
 
 index_option = click.option(
     "--index",

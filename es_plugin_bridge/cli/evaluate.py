@@ -17,11 +17,12 @@ import click
 
 from es_plugin_bridge.cli.es_options import connection_options, engine_option, pop_connection
 from es_plugin_bridge.cli.options import skip_bad_option, title_only_option
+from es_plugin_bridge.core.fusion import FIRST_STAGES
 from es_plugin_bridge.engines.registry import engine_info
 from es_plugin_bridge.errors import UserError
 
 TASKS = ("rerank", "retrieval", "classify")
-DEFAULT_RANKERS = {"rerank": ["given", "bm25", "lmdirichlet"], "retrieval": ["bm25", "lmdirichlet"],
+DEFAULT_RANKERS = {"rerank": ["given", *FIRST_STAGES], "retrieval": list(FIRST_STAGES),
                    "classify": []}
 MODEL_RANKERS = ["model", "fused"]
 
@@ -90,7 +91,7 @@ def parse_params(items: Sequence[str], names: Sequence[str]) -> dict[str, dict[s
               help="rerank: show each component of the fused score per candidate (needs --model, "
                    "--json and the fused ranker); all queries go to OUT.explain.jsonl next to --json.")
 @engine_option("First-stage engine: in process, or a throw-away Elasticsearch index (--es-url ...).")
-@click.option("--first-stage", "fused_first_stage", type=click.Choice(["given", "bm25", "lmdirichlet"]),
+@click.option("--first-stage", "fused_first_stage", type=click.Choice(["given", *FIRST_STAGES]),
               help="First stage the fused ranker fuses with (default: the data's own order when the model "
                    "has β for it, else bm25).")
 @connection_options

@@ -18,6 +18,7 @@ from es_plugin_bridge.cli.es_options import (
     sidecar_target,
 )
 from es_plugin_bridge.cli.query_text import query_text
+from es_plugin_bridge.core.fusion import FIRST_STAGES
 
 
 @click.command("search", context_settings={"help_option_names": ["-h", "--help"]})
@@ -31,7 +32,7 @@ from es_plugin_bridge.cli.query_text import query_text
                 help="Base URL of `esrerank serve` (e.g. http://127.0.0.1:8080); omitted: first stage only.")
 @sidecar_option("--token")
 @click.option("--similarity", default="bm25", show_default=True,
-              type=click.Choice(["bm25", "lmdirichlet"]), help="First stage (its β is used for fusion).")
+              type=click.Choice(FIRST_STAGES), help="First stage (its β is used for fusion).")
 @click.option("--window", default=100, show_default=True, type=click.IntRange(min=1),
               help="First-stage hits sent to the sidecar.")
 @click.option("--top", default=10, show_default=True, type=click.IntRange(min=1))

@@ -12,6 +12,10 @@ from collections.abc import Mapping
 import numpy as np
 
 FEATURES = ("first_stage", "bow", "neural")
+#: The computed first stages a model's β are fitted for and every engine can run: the trainer fits β for
+#: each, the rankers and ``es setup`` use them, and every ``--first-stage`` offers them (``given``, the
+#: data's own order, is added where the data carries one).
+FIRST_STAGES: tuple[str, ...] = ("bm25", "lmdirichlet")
 
 
 def minmax(scores: np.ndarray) -> np.ndarray:

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from es_plugin_bridge.core.fusion import FIRST_STAGES
 from es_plugin_bridge.elastic.connection import ClusterInfo, call, es_errors
 from es_plugin_bridge.elastic.sidecar_embedder import SidecarEmbedder
 from es_plugin_bridge.errors import UserError
@@ -27,7 +28,6 @@ from es_plugin_bridge.text import TextOptions
 
 META_KEY = "esrerank"
 META_FORMAT = 1
-FIRST_STAGES = ("bm25", "lmdirichlet")  # the first stages Elasticsearch can compute and β exist for
 RERANK_RESPONSE = {"relevance_score": "$.results[*].relevance_score", "reranked_index": "$.results[*].index"}
 # ${query} arrives JSON-quoted; no ${top_n}/${return_documents}: the search-time call sends neither.
 RERANK_REQUEST = '{"query": ${query}, "documents": ${input}}'

@@ -19,13 +19,14 @@ from typing import Any
 
 import numpy as np
 
+from es_plugin_bridge.core.fusion import FIRST_STAGES
 from es_plugin_bridge.evaluation.results import TaskResult
 
 #: The metric each task's comparisons test (its per-query records carry it, in percent).
 MAIN_METRIC = {"rerank": "map", "retrieval": "mrr@10", "classify": "accuracy"}
 #: The first stage a run's rankers are tested against: the first of these the run has (``given``: the
 #: data's own first stage, SemEval's search engine order, which ``fused`` reranks when it can).
-FIRST_STAGES = ("given", "bm25")
+BASELINES = ("given", FIRST_STAGES[0])
 TEST = "fisher-randomization"
 RESAMPLES = 10_000
 ALPHA = 0.05
@@ -62,7 +63,7 @@ def _per_query(result: TaskResult, ranker: str, metric: str) -> dict[str, float]
 
 
 def first_stage_of(result: TaskResult) -> str | None:
-    return next((name for name in FIRST_STAGES if name in result.rankers), None)
+    return next((name for name in BASELINES if name in result.rankers), None)
 
 
 def significance(result: TaskResult, *, seed: int = 0) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from es_plugin_bridge.core.fusion import FIRST_STAGES
 from es_plugin_bridge.data.types import Pair, Question, RankingQuery
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.rankers import build, register
@@ -117,7 +118,7 @@ class FusedRanker(Ranker):
             return forced
         if query is not None and query.first_stage_scores is not None and "given" in self.stages:
             return "given"
-        for name in ("bm25", "lmdirichlet"):
+        for name in FIRST_STAGES:
             if name in self.stages:
                 return name
         raise UserError(f"the model's β need the data's own first stage ({', '.join(self.stages)})")

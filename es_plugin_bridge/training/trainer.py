@@ -25,6 +25,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from es_plugin_bridge.core.fusion import FIRST_STAGES
 from es_plugin_bridge.core.vocab import Vocabulary
 from es_plugin_bridge.data.types import Dataset, Question, RankingQuery
 from es_plugin_bridge.engines import EmbeddedIndex
@@ -497,7 +498,7 @@ def _first_stage_scores(
     collection = {c.id: c for rq in queries for c in rq.candidates}
     ids = list(collection)
     docs = [preprocessor.tokens(collection[i]) for i in ids]
-    for name in ("bm25", "lmdirichlet"):
+    for name in FIRST_STAGES:
         index = EmbeddedIndex.build(docs, name, ids=ids)
         out[name] = [
             np.asarray(
