@@ -1,8 +1,9 @@
 """``esrerank es evaluate``: ``esrerank evaluate`` (same tasks, options and JSON) run through Elasticsearch.
 
 The run's collection goes into a throw-away index (so collection statistics are the run's own, as in
-process); every first-stage ranker searches it; ``fused`` is computed by ``--mode`` (native, vectors
-or bridge) instead of in process; per-query results also go to the results index that the Kibana
+process); every first-stage ranker searches it; ``--mode`` gives its registry entry's ranker (``fused``,
+``hybrid``, ``hybrid-rrf`` or ``model``) and any other model ranker asked for runs in process, labelled so
+(``EsEvaluationRun``, ``computed_by``); per-query results also go to the results index that the Kibana
 dashboards read (``--results-index``, default ``esrerank-runs``). Whatever ends the run (its end, an
 error, Ctrl-C, SIGTERM), the throw-away index and what the mode registered are removed, or named with
 the request that removes them (``elastic/run_cleanup.py``).
@@ -18,7 +19,7 @@ import click
 from es_plugin_bridge.cli.es_options import pop_connection, sidecar_click_options, sidecar_target
 from es_plugin_bridge.cli.evaluate import evaluate
 from es_plugin_bridge.cli.interrupts import signals_interrupt
-from es_plugin_bridge.elastic.mode_registry import mode_names
+from es_plugin_bridge.elastic.mode_registry import mode_names, mode_spec
 
 EXTRA = [
     click.Option(
@@ -26,7 +27,7 @@ EXTRA = [
         type=click.Choice(list(mode_names())),
         default="bridge",
         show_default=True,
-        help="How Elasticsearch computes the fused ranker (hybrid, hybrid-rrf: those rankers instead).",
+        help="The mode the cluster searches with; it gives one ranker (see above).",
     ),
     click.Option(
         ["--knn"],
@@ -101,10 +102,21 @@ def _callback(**kwargs: Any) -> None:
         evaluate.callback(**kwargs, engine="elasticsearch", setup=setup)  # type: ignore[misc]
 
 
+def _help() -> str:
+    """``--help``'s text, with the ranker each mode gives read from the mode registry."""
+    gives: dict[str, list[str]] = {}
+    for name in mode_names():
+        gives.setdefault(mode_spec(name).ranker, []).append(name)
+    table = "; ".join(f"{', '.join(modes)}: {ranker}" for ranker, modes in gives.items())
+    return ("The same tasks, options and JSON as `esrerank evaluate`, run through the cluster: the first "
+            f"stages search the run's index and --mode gives one ranker ({table}). Any other ranker asked "
+            "for (model, fused under --mode hybrid...) is computed in process, and the table and the JSON "
+            "(computed_by) say so. Needs --model DIR (the directory the sidecar serves).")
+
+
 es_evaluate = click.Command(
     "evaluate",
     params=[p for p in evaluate.params if p.name != "engine"] + EXTRA,
     callback=_callback,
-    help="The same tasks, options and JSON as `esrerank evaluate`, each ranker run through Elasticsearch; "
-    "fused is computed by --mode. Needs --model DIR (the directory the sidecar serves).",
+    help=_help(),
 )

@@ -54,6 +54,16 @@ def prepare_rerank(client: Any, index: str, meta: IndexMeta, sidecar_url: str, t
     return replace(meta, search_pipeline=registered["search_pipeline"])
 
 
+def computed_by(rankers: list[str], mode_ranker: str) -> dict[str, str]:
+    """Where each ranker of an ``es evaluate`` run is computed: the first stages (every similarity) search
+    the run's index and the mode gives its own ranker (``engine``); ``given`` is the data's order
+    (``data``); any other ranker (``model``, ``fused`` under ``--mode hybrid``...) ran here."""
+    from es_plugin_bridge.engines.similarities import SIMILARITIES
+
+    return {name: "engine" if name in SIMILARITIES or name == mode_ranker else
+            "data" if name == "given" else "in process" for name in rankers}
+
+
 @dataclass(frozen=True)
 class EsEvaluationRun:
     """One ``es evaluate`` run's choices. ``sidecar_from_es``: the sidecar as the cluster reaches it
@@ -151,8 +161,18 @@ class EsEvaluationRun:
             if ranker.fallbacks:
                 result.notes.append(f"mode bridge kept the first-stage order for {len(ranker.fallbacks)} "
                                     f"queries (first: {ranker.fallbacks[0]})")
-        result.notes.append(f"{cluster.name} ({cluster.licence}), index {index}, "
-                            f"{mode_spec(self.mode).ranker} = mode {self.mode} over {self.first_stage}")
+        mine = mode_spec(self.mode).ranker
+        result.computed_by = computed_by(list(result.rankers), mine)
+        if mine in result.rankers:
+            result.notes.append(f"{cluster.name} ({cluster.licence}), index {index}, "
+                                f"{mine} = mode {self.mode} over {self.first_stage}")
+        else:
+            result.notes.append(f"{cluster.name} ({cluster.licence}), index {index}; mode {self.mode} gives "
+                                f"ranker {mine}, which --rankers did not ask for")
+        here = [name for name, where in result.computed_by.items() if where == "in process"]
+        if here:
+            result.notes.append(f"computed in process, not by the cluster: {', '.join(here)} (mode "
+                                f"{self.mode} gives {mine}; ask --rankers with {mine} for its figures)")
         if self.results_index is None:
             return
         labels = {"dataset": self.dataset, "engine": cluster.engine, "mode": self.mode}

@@ -152,7 +152,7 @@ def table(result: TaskResult, title: str = "", tests: Mapping[str, Any] | None =
             against = mine.get("vs_best_other")
             cells += [verdict(mine.get("vs_first_stage")),
                       verdict(against) + (f" ({escape(against['ranker'])})" if against else "")]
-        table.add_row(escape(name), *cells, f"{result.rankers[name].seconds:.1f}")
+        table.add_row(escape(result.label(name)), *cells, f"{result.rankers[name].seconds:.1f}")
     return table
 
 

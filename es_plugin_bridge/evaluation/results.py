@@ -25,7 +25,10 @@ class TaskResult:
     """All rankers of one task on one data set. ``notes`` tell what was dropped or skipped, and why.
 
     ``explain`` holds the ``fused`` ranker's per-candidate components when asked for (rerank
-    ``--explain``); it is not part of the JSON contract.
+    ``--explain``); it is not part of the JSON contract. ``computed_by`` (``es evaluate`` only) says
+    where each ranker ran: ``engine`` (through the cluster), ``in process`` (this process, although the
+    run went through a cluster), ``data`` (the data's own order); the JSON and the table carry it, so a
+    figure computed in process is never read as the engine's.
     """
 
     task: str
@@ -34,9 +37,20 @@ class TaskResult:
     rankers: dict[str, RankerResult] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     explain: list[dict[str, Any]] = field(default_factory=list)
+    computed_by: dict[str, str] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
-        """``{"task", "n_queries", "rankers": {name: {metric: percent}}}``, exactly the contract's keys."""
-        return {"task": self.task, "n_queries": self.n_queries,
-                "rankers": {name: {m: percent(r.metrics[m]) for m in self.metric_names}
-                            for name, r in self.rankers.items()}}
+        """``{"task", "n_queries", "rankers": {name: {metric: percent}}}``, the contract's keys, then
+        ``computed_by`` where a run went through a cluster."""
+        data: dict[str, Any] = {"task": self.task, "n_queries": self.n_queries,
+                                "rankers": {name: {m: percent(r.metrics[m]) for m in self.metric_names}
+                                            for name, r in self.rankers.items()}}
+        if self.computed_by:
+            data["computed_by"] = dict(self.computed_by)
+        return data
+
+    def label(self, name: str) -> str:
+        """A ranker's name as the table shows it: ``model (in process)`` where a cluster run computed it
+        here."""
+        where = self.computed_by.get(name)
+        return f"{name} ({where})" if where == "in process" else name

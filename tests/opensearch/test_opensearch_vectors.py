@@ -203,20 +203,26 @@ def test_es_evaluate_gives_the_in_process_figures(opensearch, sidecar, cli, tmp_
         path.write_text("".join(TITLES.read_text(encoding="utf-8").splitlines(keepends=True)[3000:4200]),
                         encoding="utf-8")
         data = ["--queries", f"pairs:{path}"]
-    base = ["--task", task, *data, "--rankers", f"bm25,{ranker}", "--model", str(model), "--no-progress"]
-    code, _, err = cli(["evaluate", *base, "--first-stage", "bm25", "--param", f"{ranker}.window={WINDOW}",
-                        "--json", str(tmp_path / "local.json")])
+    base = ["--task", task, *data, "--model", str(model), "--no-progress"]
+    code, _, err = cli(["evaluate", *base, "--rankers", f"bm25,{ranker}", "--first-stage", "bm25",
+                        "--param", f"{ranker}.window={WINDOW}", "--json", str(tmp_path / "local.json")])
     assert code == 0, err
-    code, out, err = cli(["es", "evaluate", *base, "--mode", mode, "--window", str(WINDOW),
-                          "--no-results-index", "--json", str(tmp_path / "os.json"),
-                          *common(opensearch, url)])
+    # hybrid's and hybrid-rrf's ranker is not fused: fused asked for too is computed here, and said so
+    also = [] if ranker == "fused" else ["fused"]
+    code, out, err = cli(["es", "evaluate", *base, "--rankers", ",".join(["bm25", ranker, *also]),
+                          "--mode", mode, "--window", str(WINDOW), "--no-results-index",
+                          "--json", str(tmp_path / "os.json"), *common(opensearch, url)])
     assert code == 0, err
     local = json.loads((tmp_path / "local.json").read_text())["rankers"]
-    remote = json.loads((tmp_path / "os.json").read_text())["rankers"]
+    answer = json.loads((tmp_path / "os.json").read_text())
+    remote = answer["rankers"]
     for name in ("bm25", ranker):
         assert {k: round(v, 6) for k, v in remote[name].items()} == \
                {k: round(v, 6) for k, v in local[name].items()}, name
     assert f"{ranker} = mode {mode} over bm25" in out
+    assert answer["computed_by"] == {"bm25": "engine", ranker: "engine", **dict.fromkeys(also, "in process")}
+    # the table labels it "fused (in process)" (wrapped in a narrow terminal); the note says it whole
+    assert ("computed in process, not by the cluster: fused" in out) == bool(also)
     assert not [i for i in opensearch.ok("GET", "/_cat/indices?format=json")
                 if i["index"].startswith("esrerank-eval-")]  # the run's index is gone with it
 
