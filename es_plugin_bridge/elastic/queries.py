@@ -1,4 +1,4 @@
-"""Request bodies of the three modes, built with the client's typed queries where they exist.
+"""Request bodies of the modes, built with the client's typed queries where they exist.
 
 Queries come from ``elasticsearch.dsl.query`` (typed, validated by the client); retrievers have no
 typed classes in elasticsearch-py 9.x, so they are dicts shaped after the specification's

@@ -6,6 +6,12 @@ drifted apart: the results index refused ``hybrid`` after a whole ``es evaluate`
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -85,3 +91,47 @@ def test_an_unknown_mode_is_one_line_naming_the_known_ones():
 def test_a_name_cannot_be_registered_twice():
     with pytest.raises(ValueError, match="mode 'bridge' is registered twice"):
         register_mode(ModeSpec("bridge", "x:y", "again"))
+
+
+TOY_MODE = '''"""Mode ``toy``: a test's mode, one module and nothing else edited."""
+
+from es_plugin_bridge.elastic.mode_registry import ModeSpec, register_mode
+
+register_mode(ModeSpec(
+    "toy", "es_plugin_bridge.elastic.mode_factory:build_bridge", "the toy mode",
+    engines=("opensearch",), order=6, ranker="fused", sidecar="the toy client",
+    requires={"opensearch": {"version": {2: (2, 17)}, "version_text": "2.17+"}}))
+'''
+LIST_MODES = '''
+import json, subprocess, sys
+from click.testing import CliRunner
+from es_plugin_bridge.cli.main import cli
+from es_plugin_bridge.elastic import mode_registry
+sys.path.insert(0, sys.argv[1])
+import modes
+helps = {c: CliRunner().invoke(cli, ["es", c, "--help"], terminal_width=200).output
+         for c in ("search", "evaluate")}
+print(json.dumps({"file": mode_registry.__file__, "modes": mode_registry.mode_names(),
+                  "opensearch": mode_registry.mode_names("opensearch"), "help": helps,
+                  "table": modes.render()}))
+'''
+
+
+def test_a_mode_is_one_module(tmp_path):
+    """One file dropped into a copy of ``elastic/mode_registry``, nothing else edited: both commands'
+    ``--mode`` choices offer it, the registry lists it for its engine, and the docs' generated modes
+    table (``docs/hooks/modes.py``) has its row."""
+    import es_plugin_bridge
+
+    package = Path(es_plugin_bridge.__file__).parent
+    shutil.copytree(package, tmp_path / package.name, ignore=shutil.ignore_patterns("samples", "__pycache__"))
+    (tmp_path / package.name / "elastic" / "mode_registry" / "toy.py").write_text(TOY_MODE, encoding="utf-8")
+    hooks = Path(__file__).resolve().parents[2] / "docs" / "hooks"
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", LIST_MODES, str(hooks)], capture_output=True, text=True,
+                         check=True, timeout=120, cwd=tmp_path, env=env)
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["file"].startswith(str(tmp_path))
+    assert got["modes"] == [*MODES, "toy"] and got["opensearch"][-1] == "toy"
+    assert all("toy" in text.split("--mode", 1)[1].split("\n  --", 1)[0] for text in got["help"].values())
+    assert "| `toy` | the toy client | — | 2.17+, any licence | `fused` |" in got["table"].splitlines()

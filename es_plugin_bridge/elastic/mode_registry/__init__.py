@@ -32,7 +32,10 @@ class ModeSpec:
     that name); ``order``: its place in ``--help``;
     ``prepare``: ``"module:attr"`` of ``prepare(client, index, meta, sidecar_url, token, cluster, stack) ->
     meta``, what a throw-away run (``es evaluate``) must register before the mode can search its index
-    (an inference endpoint, a search pipeline), with its removal put on ``stack``; None: nothing."""
+    (an inference endpoint, a search pipeline), with its removal put on ``stack``; None: nothing;
+    ``sidecar``: who calls the sidecar, and for what; ``support``: per engine, the versions and licence
+    in words where a feature upgrades the mode beyond ``requires`` (one call instead of two); the docs'
+    modes table is drawn from these fields (``docs/hooks/modes.py``)."""
 
     name: str
     builder: str
@@ -43,6 +46,19 @@ class ModeSpec:
     ranker: str = "fused"
     order: int = 0
     prepare: str | None = None
+    sidecar: str = ""
+    support: Mapping[str, str] = field(default_factory=dict)
+
+    def engine_text(self, engine: str) -> str:
+        """What this mode needs of ``engine`` in words: ``support``'s text, else ``requires``' version and
+        licence, else "any"; "—" where the mode does not run on it."""
+        if engine not in self.engines:
+            return "—"
+        if engine in self.support:
+            return self.support[engine]
+        needs = self.requirements(engine)
+        version = needs.get("version_text", "any version")
+        return f"{version}, enterprise or trial licence" if needs.get("licence") else f"{version}, any licence"
 
     def requirements(self, engine: str) -> Mapping[str, Any]:
         """What this mode needs of a cluster of ``engine`` (nothing when the entry names none)."""

@@ -6,4 +6,6 @@ from es_plugin_bridge.elastic.mode_registry import ModeSpec, register_mode
 register_mode(ModeSpec(
     "bridge", "es_plugin_bridge.elastic.mode_factory:build_bridge",
     "the client calls the sidecar on the first-stage window",
-    engines=("elasticsearch", "opensearch"), order=2))
+    engines=("elasticsearch", "opensearch"), order=2,
+    sidecar="the client (`/v1/rerank` on the first-stage window); first-stage order, marked not reranked "
+            "with the reason, when the sidecar is slow or down"))

@@ -15,10 +15,16 @@ register_mode(ModeSpec(
         # SearchHit.toInnerXContent reads the URL parameter)
         "opensearch": {"version": {2: (2, 13)}, "version_text": "2.13+"},
     },
-    ranker="hybrid", order=3))
+    ranker="hybrid", order=3,
+    sidecar="the client, once per query (`/v1/encode`); candidates from the first stage **and** the "
+            "vectors' window, scored with β inside the engine"))
 register_mode(ModeSpec(
     "hybrid-rrf", "es_plugin_bridge.elastic.hybrid:build_hybrid_rrf",
     "first stage and vectors, reciprocal-rank fusion",
     # rrf retriever on enterprise/trial 8.16+, else (and on OpenSearch, which has no rrf retriever) the
     # client fuses the two windows: any licence
-    engines=("elasticsearch", "opensearch"), needs_vectors=True, ranker="hybrid-rrf", order=4))
+    engines=("elasticsearch", "opensearch"), needs_vectors=True, ranker="hybrid-rrf", order=4,
+    sidecar="the client, once per query (`/v1/encode`); the same two windows merged by reciprocal rank",
+    support={"elasticsearch": "any licence (the client fuses); the `rrf` retriever fuses in one call on "
+                              "8.16+, enterprise or trial licence",
+             "opensearch": "any 2.x with the k-NN plugin (the client fuses)"}))

@@ -11,4 +11,6 @@ register_mode(ModeSpec(
     engines=("opensearch",),
     # plugins.ml_commons.connector.private_ip_enabled (a sidecar on a private address): 2.15
     requires={"opensearch": {"version": {2: (2, 15)}, "version_text": "2.15+"}}, ranker="model", order=5,
-    prepare="es_plugin_bridge.elastic.evaluation_run:prepare_rerank"))
+    prepare="es_plugin_bridge.elastic.evaluation_run:prepare_rerank",
+    sidecar="OpenSearch, through the search pipeline's `rerank` processor and an ml-commons connector "
+            "(`/v1/rerank`)"))
