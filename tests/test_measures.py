@@ -226,7 +226,7 @@ def test_a_relevant_id_outside_the_judged_set_is_still_judged_relevant():
     assert values["q"]["map"] == pytest.approx(0.25)  # b at rank 2 (precision 1/2), x never: (0.5 + 0) / 2
 
 
-#: The README's table "Rerank, SemEval-2016 Task 3 dev": every figure the project prints for it.
+#: docs/results.md's table "Rerank, SemEval-2016 Task 3 dev": every figure the project prints for it.
 README_RERANK = {
     "given": (71.35, 76.67, 70.00, 54.40, 42.80), "bm25": (70.19, 80.17, 76.00, 54.80, 42.80),
     "lmdirichlet": (68.48, 76.00, 68.00, 56.00, 42.80),
