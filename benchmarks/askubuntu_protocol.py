@@ -155,7 +155,7 @@ def pair_accuracy(
 ) -> dict[str, float]:
     """Accuracy on the val.tsv title pairs of ``paper_models.py`` (no training question), threshold on dev."""
     if not (split_dir / "val-test-titles.tsv").is_file():
-        from paper_models import classification_pairs  # the same pairs as the README's table
+        from paper_models import classification_pairs  # the same pairs as docs/results.md's table
 
         classification_pairs(val, split_dir)
     scores, labels = {}, {}

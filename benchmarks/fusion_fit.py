@@ -1,5 +1,5 @@
 """β fitted where the epoch was chosen (``--fusion-fit epoch-data``, the old rule) against β fitted on
-other dev queries (``held-out``, the default), on data neither saw; the README's fusion table.
+other dev queries (``held-out``, the default), on data neither saw; docs/results.md's fusion table.
 
 Per model type, two ``esrerank train`` runs that differ only in ``--fusion-fit`` (same data, seed and
 time budget), then ``esrerank evaluate`` of ``fused`` with each first stage on unseen data, and a paired

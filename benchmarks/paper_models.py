@@ -1,4 +1,4 @@
-"""Train and evaluate every model type on real data, same splits and budget; the README's results table.
+"""Train and evaluate every model type on real data, same splits and budget; docs/results.md's results table.
 
 Each step is an ``esrerank`` command, printed before it runs, so any row can be reproduced by hand:
 

@@ -98,7 +98,7 @@ class ModelType:
     #: Which dev queries fit the fusion β and calibration by default (``train --fusion-fit``):
     #: ``held-out``, other queries than those that chose the epoch, where on unseen data that lost
     #: significantly nowhere and gained on average; ``epoch-data``, the same queries, elsewhere
-    #: (``benchmarks/fusion_fit.json``, README "Fusion weights on unseen data").
+    #: (``benchmarks/fusion_fit.json``, docs/results.md, "Fusion weights on unseen data").
     fusion_fit: str = "held-out"
     #: Its place in ``ALL_TYPES`` (``--model-type``'s choices); set by :func:`register_types`.
     order: int = 0

@@ -58,7 +58,8 @@ class ModeSpec:
             return self.support[engine]
         needs = self.requirements(engine)
         version = needs.get("version_text", "any version")
-        return f"{version}, enterprise or trial licence" if needs.get("licence") else f"{version}, any licence"
+        licence = "enterprise or trial licence" if needs.get("licence") else "any licence"
+        return f"{version}, {licence}"
 
     def requirements(self, engine: str) -> Mapping[str, Any]:
         """What this mode needs of a cluster of ``engine`` (nothing when the entry names none)."""
