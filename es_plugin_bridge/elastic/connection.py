@@ -13,6 +13,7 @@ dead and retry on another, up to ``max_retries``).
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -27,6 +28,8 @@ T = TypeVar("T")
 MIN_CLIENT = (8, 18)
 #: How messages name each engine.
 ENGINE_NAMES = {"elasticsearch": "Elasticsearch", "opensearch": "OpenSearch"}
+#: The attribute a client made by :meth:`Connection.client` carries its cluster's ``GET /`` answer under.
+ROOT_ATTRIBUTE = "esrerank_root"
 
 
 def client_version() -> tuple[int, int, int]:
@@ -174,6 +177,17 @@ class Connection:
                 return path
         return None
 
+    @functools.cached_property
+    def root(self) -> tuple[int, Any]:
+        """``(status, answer)`` of the cluster's ``GET /``, asked once per connection: it says which
+        engine this is and its version, and every later reader (:func:`cluster_info`) takes it from the
+        client :meth:`client` made (``ROOT_ATTRIBUTE``) instead of asking again."""
+        try:
+            return self._get("/", self._headers())
+        except OSError as exc:
+            reason = getattr(exc, "reason", None) or exc
+            raise UserError(f"{self.target} is unreachable ({reason}); check --es-url") from None
+
     def engine(self) -> str:
         """``opensearch`` when ``GET /`` names that distribution, else ``elasticsearch`` (also when the
         answer is an error such as 401: the Elasticsearch client then says what is wrong).
@@ -181,11 +195,7 @@ class Connection:
         Nothing answering is a one-line error naming :attr:`target` (the engine chosen, or "the search
         engine": nothing said which it is); a URL that answers as the esrerank sidecar instead of a
         search engine is an error saying so."""
-        try:
-            status, info = self._get("/", self._headers())
-        except OSError as exc:
-            reason = getattr(exc, "reason", None) or exc
-            raise UserError(f"{self.target} is unreachable ({reason}); check --es-url") from None
+        _, info = self.root
         version = info.get("version") if isinstance(info, dict) else None
         sidecar = None if isinstance(version, dict) else self._sidecar_path()
         if sidecar:
@@ -205,8 +215,9 @@ class Connection:
 
             if self.api_key:
                 raise UserError("OpenSearch takes --es-username/--es-password, not an API key")
-            return connect(self.urls, username=self.username, password=self.password, ca_certs=self.ca_certs,
-                           timeout=self.timeout)
+            client = connect(self.urls, username=self.username, password=self.password,
+                             ca_certs=self.ca_certs, timeout=self.timeout)
+            return self._with_root(client)
         if client_version()[:2] < MIN_CLIENT:
             check_client_version(9)
         from elasticsearch import Elasticsearch
@@ -218,7 +229,14 @@ class Connection:
             options["basic_auth"] = (self.username, self.password)
         if self.ca_certs:
             options["ca_certs"] = self.ca_certs
-        return Elasticsearch(self.urls, **options)
+        return self._with_root(Elasticsearch(self.urls, **options))
+
+    def _with_root(self, client: Any) -> Any:
+        """``client`` carrying this connection's ``GET /`` answer when it is a cluster's root document."""
+        status, info = self.root
+        if status == 200 and isinstance(info, dict) and isinstance(info.get("version"), dict):
+            setattr(client, ROOT_ATTRIBUTE, info)
+        return client
 
 
 @contextmanager
@@ -372,13 +390,17 @@ def requirements(name: str, engine: str = "elasticsearch") -> Mapping[str, Any]:
 
 
 def _root_document(client: Any) -> dict[str, Any]:
-    """``GET /`` through the transport with ``Accept: application/json``.
+    """``GET /`` through the transport with ``Accept: application/json`` (or the answer the client's
+    :class:`Connection` already read the same way, ``ROOT_ATTRIBUTE``).
 
     The client itself rewrites every ``application/json`` Accept header into
     ``application/vnd.elasticsearch+json; compatible-with=<its major>`` (``_base.py``,
     ``mimetype_header_to_compat``), which an older major refuses; the transport sends headers as given.
     The client's own headers (authorisation, user agent) are kept.
     """
+    known = getattr(client, ROOT_ATTRIBUTE, None)
+    if known is not None:
+        return known  # type: ignore[no-any-return]
     headers = dict(client._headers)  # the client's auth and identity headers; Accept is replaced
     for key in [k for k in headers if k.lower() in ("accept", "content-type")]:
         del headers[key]
@@ -402,7 +424,7 @@ def cluster_info(client: Any) -> ClusterInfo:
     client of the wrong major is named (with its install command) before any request it would break.
     """
     if getattr(client, "engine", None) == "opensearch":
-        answer = call("reading the cluster version", client.info)
+        answer = getattr(client, ROOT_ATTRIBUTE, None) or call("reading the cluster version", client.info)
         return ClusterInfo(_version_tuple(str(answer["version"]["number"])), "apache-2.0", True, "opensearch")
     info = _root_document(client)
     version = _version_tuple(str(info["version"]["number"]))

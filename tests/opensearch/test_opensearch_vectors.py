@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import pytest
 from es_commands import SEMEVAL_DEV, TITLES, TOKEN, common, ranking_differences, run
 from live_sidecar import post
+from recording_proxy import recording
 
 from es_plugin_bridge.core.features import bow_features
 from es_plugin_bridge.data.questions import question_from_text
@@ -236,3 +237,20 @@ def test_the_askubuntu_queries_hold_shell_and_code(tmp_path):
     assert len(set(queries)) == len(queries) and sum(any(c in q for c in MESSY) for q in queries) >= 100
     assert "ADT Bundle .bashrc $PATH not working" in queries
     assert "What is the meaning of :a;$!N; in a sed command?" in queries
+
+
+def test_es_search_hybrid_sends_five_requests_and_one_get_root(world, opensearch, sidecar, cli):
+    """``es search --mode hybrid`` with titles shown: ``GET /`` once (the engine and its version read
+    together), the index's mapping, the two windows in one ``_msearch``, the union's ``_search``, and the
+    shown top 10's titles in one ``_mget`` — what a proxy in front of the node saw. (The union's own
+    ``_source`` would carry up to twice the window's titles and bodies to show ten titles.)"""
+    url, _ = sidecar
+    with recording(opensearch.url) as proxy:
+        code, out, err = cli(["es", "search", "--mode", "hybrid", "--window", str(WINDOW), "--index",
+                              world.index, "--es-url", proxy.url, "--sidecar", url, "--token", TOKEN,
+                              "--", world.queries[0]])
+    assert code == 0, err
+    sent = proxy.requests
+    assert sent.count(("GET", "/")) == 1, sent
+    assert len(sent) <= 5 and [path for _, path in sent].count(f"/{world.index}/_mget") <= 1, sent
+    assert len([line for line in out.splitlines() if line.strip()]) >= 10  # the titles were printed
