@@ -45,12 +45,17 @@ def prepare_rerank(client: Any, index: str, meta: IndexMeta, sidecar_url: str, t
     registered = register_rerank(client, index, sidecar_url, token)
     model, connector = registered["model_id"], registered["connector_id"]
     pipeline = registered["search_pipeline"]
-    steps = [("DELETE", f"/_search/pipeline/{pipeline}", f"search pipeline {pipeline}"),
-             ("POST", f"/_plugins/_ml/models/{model}/_undeploy", f"deployment of model {model}"),
-             ("DELETE", f"/_plugins/_ml/models/{model}", f"model {model}"),
-             ("DELETE", f"/_plugins/_ml/connectors/{connector}", f"connector {connector}")]
-    for method, path, what in reversed(steps):  # the stack removes the last registered first
-        stack.remove(what, method, path, client.raw.transport.perform_request, method, path)
+    ml = client.raw.plugins.ml
+    steps = [("DELETE", f"/_search/pipeline/{pipeline}", f"search pipeline {pipeline}",
+              client.raw.search_pipeline.delete, {"id": pipeline}),
+             ("POST", f"/_plugins/_ml/models/{model}/_undeploy", f"deployment of model {model}",
+              ml.undeploy_model, {"model_id": model}),
+             ("DELETE", f"/_plugins/_ml/models/{model}", f"model {model}",
+              ml.delete_model, {"model_id": model}),
+             ("DELETE", f"/_plugins/_ml/connectors/{connector}", f"connector {connector}",
+              ml.delete_connector, {"connector_id": connector})]
+    for method, path, what, fn, kwargs in reversed(steps):  # the stack removes the last registered first
+        stack.remove(what, method, path, fn, **kwargs)
     return replace(meta, search_pipeline=registered["search_pipeline"])
 
 

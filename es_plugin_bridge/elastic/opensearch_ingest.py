@@ -155,8 +155,8 @@ def register_ingest_embedding(client: Any, index: str, sidecar_url: str, token: 
             f"The {output} of a question, embedded by the esrerank sidecar")
         ids[f"{output}_connector"], ids[f"{output}_model"] = connector, model
     pipeline = pipeline_id(index)
-    request(client, f"creating ingest pipeline {pipeline}", "PUT", f"/_ingest/pipeline/{pipeline}",
-            pipeline_body(vector_model=ids["vector_model"], bow_model=ids["bow_model"],
+    request(client, f"creating ingest pipeline {pipeline}", client.raw.ingest.put_pipeline, id=pipeline,
+            body=pipeline_body(vector_model=ids["vector_model"], bow_model=ids["bow_model"],
                           neural_similarity=neural_similarity, title_field=title_field, body_field=body_field,
                           user_text=user_text))
     _try_pipeline(client, pipeline, index, sidecar_url, title_field, body_field)
@@ -175,8 +175,8 @@ def _try_pipeline(client: Any, pipeline: str, index: str, sidecar_url: str, titl
             node = node.setdefault(part, {})
         node[leaf] = text
     doc = {"_index": index, "_id": "esrerank-check", "_source": source}
-    answer = request(client, f"trying ingest pipeline {pipeline}", "POST",
-                     f"/_ingest/pipeline/{pipeline}/_simulate", {"docs": [doc]})
+    answer = request(client, f"trying ingest pipeline {pipeline}", client.raw.ingest.simulate, id=pipeline,
+                     body={"docs": [doc]})
     result = (answer.get("docs") or [{}])[0]
     source = (result.get("doc") or {}).get("_source") or {}
     if VECTOR_FIELD not in source or BOW_FIELD not in source:

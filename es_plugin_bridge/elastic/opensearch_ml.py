@@ -12,6 +12,11 @@ found on ml-commons 2.19.1, are here once:
 - ``_register?deploy=true`` answers a task; its ``COMPLETED`` only means the model document is written,
   so the model's own ``model_state`` is then read until ``DEPLOYED`` (``PARTIALLY_DEPLOYED`` on a
   cluster: deployed again, which reaches the nodes that missed it).
+
+Every call is opensearch-py's own method (``plugins.ml``, ``search_pipeline``, ``ingest``, ``cluster``):
+``plugins.ml.get_model`` and the rest the product calls are all there from opensearch-py 3.0 (checked
+in its tags: 2.7 had ``register_model``/``get_task``/``deploy_model``, 2.8 added ``create_connector``,
+3.0 ``get_model``; ``search_pipeline`` since 2.6), the version ``pyproject.toml`` requires.
 """
 
 from __future__ import annotations
@@ -32,10 +37,14 @@ MASTER_KEY_TRIES = 3
 REDEPLOY_SECONDS = 5.0
 
 
-def request(client: Any, what: str, method: str, path: str, body: Any = None) -> dict[str, Any]:
-    """One REST call through opensearch-py's transport (ml-commons and pipelines have no client method);
-    a refusal is a one-line UserError saying ``what`` failed."""
-    return call(what, client.raw.transport.perform_request, method, path, body=body)
+def ml(client: Any) -> Any:
+    """opensearch-py's ml-commons client (``plugins.ml``) of the product's OpenSearch client."""
+    return client.raw.plugins.ml
+
+
+def request(client: Any, what: str, fn: Any, **kwargs: Any) -> dict[str, Any]:
+    """One opensearch-py call, ``fn(**kwargs)``; a refusal is a one-line UserError saying ``what`` failed."""
+    return call(what, fn, **kwargs)
 
 
 def url_regex(sidecar_url: str, path: str) -> str:
@@ -45,8 +54,8 @@ def url_regex(sidecar_url: str, path: str) -> str:
 
 def trusted_endpoints(client: Any) -> list[str]:
     """The URL patterns the cluster trusts now (persistent, else transient, else the node's default)."""
-    settings = request(client, "reading the cluster settings", "GET",
-                       "/_cluster/settings?include_defaults=true&flat_settings=true")
+    settings = request(client, "reading the cluster settings", client.raw.cluster.get_settings,
+                       include_defaults=True, flat_settings=True)
     for scope in ("persistent", "transient", "defaults"):
         value = settings.get(scope, {}).get(TRUSTED)
         if value is not None:
@@ -59,7 +68,7 @@ def trust(client: Any, patterns: Iterable[str]) -> None:
     remote models on a node without the ML role."""
     ours = list(dict.fromkeys(patterns))
     kept = [p for p in trusted_endpoints(client) if p not in ours]
-    request(client, "trusting the sidecar's URL", "PUT", "/_cluster/settings", {"persistent": {
+    request(client, "trusting the sidecar's URL", client.raw.cluster.put_settings, body={"persistent": {
         TRUSTED: kept + ours, "plugins.ml_commons.connector.private_ip_enabled": True,
         "plugins.ml_commons.only_run_on_ml_node": False}})
 
@@ -68,23 +77,22 @@ def register_remote_model(client: Any, connector: Mapping[str, Any], name: str, 
                           deploy_timeout: float = DEPLOY_SECONDS) -> tuple[str, str]:
     """Create the connector, register a ``remote`` model on it and wait until it is deployed:
     (connector id, model id)."""
-    created = _first_write(client, f"creating the ml-commons connector {connector.get('name')}", "POST",
-                           "/_plugins/_ml/connectors/_create", dict(connector))
-    registered = request(client, f"registering the remote model {name}", "POST",
-                         "/_plugins/_ml/models/_register?deploy=true",
-                         {"name": name, "function_name": "remote", "description": description,
-                          "connector_id": created["connector_id"]})
+    created = _first_write(client, f"creating the ml-commons connector {connector.get('name')}",
+                           ml(client).create_connector, body=dict(connector))
+    registered = request(client, f"registering the remote model {name}", ml(client).register_model,
+                         body={"name": name, "function_name": "remote", "description": description,
+                               "connector_id": created["connector_id"]}, params={"deploy": "true"})
     model_id = wait_deployed(client, registered, time.monotonic() + deploy_timeout)
     return str(created["connector_id"]), model_id
 
 
-def _first_write(client: Any, what: str, method: str, path: str, body: Any) -> dict[str, Any]:
+def _first_write(client: Any, what: str, fn: Any, **kwargs: Any) -> dict[str, Any]:
     """``request``, tried again (3 times, 2 s apart) while ml-commons answers that fetching its master key
     timed out: on a fresh cluster of several nodes the first connector can meet that while the key is
     being made (found on three 2.19.1 nodes); the next try finds it."""
     for attempt in range(MASTER_KEY_TRIES):
         try:
-            return request(client, what, method, path, body)
+            return request(client, what, fn, **kwargs)
         except UserError as exc:
             if "master key timed out" not in str(exc) or attempt == MASTER_KEY_TRIES - 1:
                 raise
@@ -97,22 +105,21 @@ def wait_deployed(client: Any, registered: Mapping[str, Any], deadline: float) -
     model_id = registered.get("model_id")
     task_id = registered.get("task_id")
     while model_id is None:
-        task = request(client, "waiting for the model", "GET", f"/_plugins/_ml/tasks/{task_id}")
+        task = request(client, "waiting for the model", ml(client).get_task, task_id=task_id)
         if task.get("state") in ("FAILED", "COMPLETED_WITH_ERROR"):
             raise UserError(f"registering the remote model failed: {task.get('error', task.get('state'))}")
         model_id = task.get("model_id") if task.get("state") == "COMPLETED" else None
         _check_deadline(deadline, f"task {task_id} is {task.get('state')}")
     redeployed = 0.0
     while True:
-        state = request(client, "waiting for the model", "GET", f"/_plugins/_ml/models/{model_id}").get(
+        state = request(client, "waiting for the model", ml(client).get_model, model_id=model_id).get(
             "model_state")
         if state == "DEPLOYED":
             return str(model_id)
         if state == "PARTIALLY_DEPLOYED" and time.monotonic() - redeployed > REDEPLOY_SECONDS:
             # On a fresh cluster of several nodes a node can time out fetching ml-commons' master key and
             # leave the model on the others (found on three 2.19.1 nodes); deploying again fills it in.
-            request(client, f"deploying model {model_id} again", "POST",
-                    f"/_plugins/_ml/models/{model_id}/_deploy")
+            request(client, f"deploying model {model_id} again", ml(client).deploy_model, model_id=model_id)
             redeployed = time.monotonic()
         if state == "DEPLOY_FAILED":
             raise UserError(f"model {model_id} is DEPLOY_FAILED; OpenSearch's log says why (is the sidecar's "

@@ -85,8 +85,8 @@ def register_rerank(client: Any, index: str, sidecar_url: str, token: str | None
         client, connector_body(sidecar_url, token or "no-token"), f"esrerank-{index}",
         "Question-similarity reranker served by the esrerank sidecar", deploy_timeout)
     pipeline = f"{index}-rerank"
-    request(client, f"creating search pipeline {pipeline}", "PUT", f"/_search/pipeline/{pipeline}",
-            pipeline_body(model_id))
+    request(client, f"creating search pipeline {pipeline}", client.raw.search_pipeline.put, id=pipeline,
+            body=pipeline_body(model_id))
     return {"connector_id": connector_id, "model_id": model_id, "search_pipeline": pipeline}
 
 
@@ -95,13 +95,14 @@ def unregister_rerank(client: Any, registered: Mapping[str, str]) -> None:
     Best effort: a cluster that refuses leaves them, and the run's result stands."""
     from opensearchpy.exceptions import TransportError
 
-    steps = [("DELETE", f"/_search/pipeline/{registered['search_pipeline']}"),
-             ("POST", f"/_plugins/_ml/models/{registered['model_id']}/_undeploy"),
-             ("DELETE", f"/_plugins/_ml/models/{registered['model_id']}"),
-             ("DELETE", f"/_plugins/_ml/connectors/{registered['connector_id']}")]
-    for method, path in steps:
+    ml = client.raw.plugins.ml
+    steps = [(client.raw.search_pipeline.delete, {"id": registered["search_pipeline"]}),
+             (ml.undeploy_model, {"model_id": registered["model_id"]}),
+             (ml.delete_model, {"model_id": registered["model_id"]}),
+             (ml.delete_connector, {"connector_id": registered["connector_id"]})]
+    for fn, kwargs in steps:
         try:
-            client.raw.transport.perform_request(method, path)
+            fn(**kwargs)
         except TransportError:
             continue
 

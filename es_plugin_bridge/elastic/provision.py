@@ -231,8 +231,8 @@ def _opensearch_pipeline(client: Any, index: str, meta: IndexMeta, sidecar: str,
                                          title_field=meta.title_field, body_field=meta.body_field,
                                          user_text=bool(meta.source))
     pipeline = pipeline_id(index)
-    request(client, f"creating ingest pipeline {pipeline}", "PUT", f"/_ingest/pipeline/{pipeline}",
-            text_pipeline_body(title_field=meta.title_field, body_field=meta.body_field))
+    request(client, f"creating ingest pipeline {pipeline}", client.raw.ingest.put_pipeline, id=pipeline,
+            body=text_pipeline_body(title_field=meta.title_field, body_field=meta.body_field))
     return {"pipeline": pipeline}
 
 
