@@ -88,3 +88,13 @@ def ranking_differences(got: list[tuple[str, float]], want: list[tuple[str, floa
     if scores and gaps and max(gaps) - min(gaps) > spread:
         return [f"scores are not the ranker's plus one constant: gaps {gaps}"]
     return []
+
+
+def ctrl_c_reaches_it() -> None:
+    """``preexec_fn`` of a command a test stops with SIGINT: SIGINT back to its default in the child. A
+    shell starts a background job (``make test &``, ``nohup``) with SIGINT ignored, the children inherit
+    that, and Python then installs no KeyboardInterrupt handler: the command would never see the test's
+    Ctrl-C and run to its end (found running the suite in the background)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

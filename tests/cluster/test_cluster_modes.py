@@ -1,7 +1,8 @@
 """Every OpenSearch mode exact on 3 shards × 1 replica over three nodes: ``es setup --shards 3 --replicas
-1``, ``es index``, ``es search`` — the same top 10 and scores as the same data in a single-shard index,
-and as the mode's in-process ranker, on SemEval-2016 dev (550 questions, 30 of its 50 queries) and on 500
-AskUbuntu questions with their HTML bodies (shell and code in them; 30 of their titles as queries).
+1``, ``es index``, ``es search`` — the same top 10 and scores as the mode's in-process ranker (which the
+single-node tests show a single-shard index gives too), on SemEval-2016 dev (550 questions, 30 of its
+50 queries) and on 500 AskUbuntu questions with their HTML bodies (shell and code in them; 30 of their
+titles as queries).
 
 Why each holds (``es_plugin_bridge/elastic/shards.py`` cites the engine's source):
 
@@ -69,10 +70,6 @@ class World:
     def sharded(self) -> str:
         return f"sharded-{self.name}"
 
-    @property
-    def single(self) -> str:
-        return f"single-{self.name}"
-
 
 @pytest.fixture(scope="module")
 def sidecar(exported, tmp_path_factory):
@@ -82,8 +79,8 @@ def sidecar(exported, tmp_path_factory):
 
 @pytest.fixture(scope="module", params=["semeval", "askubuntu"])
 def world(request, opensearch_cluster, sidecar, tmp_path_factory) -> World:
-    """The data set set up and indexed through the CLI twice (3 shards × 1 replica; 1 shard), and the
-    in-process rankers over its questions."""
+    """The data set set up and indexed through the CLI (3 shards × 1 replica), and the in-process rankers
+    over its questions."""
     url, model = sidecar
     if request.param == "semeval":
         spec = f"semeval:{SEMEVAL_DEV}"
@@ -96,9 +93,10 @@ def world(request, opensearch_cluster, sidecar, tmp_path_factory) -> World:
         queries = [q.title for q in list(read_spec(spec).questions.values())[::17]][:30]
     name = request.param
     common = connection(opensearch_cluster, url)
-    for index, layout in ((f"sharded-{name}", ["--shards", "3", "--replicas", "1"]), (f"single-{name}", [])):
-        assert run(["es", "setup", str(model), "--index", index, *layout, *common]) == 0
-        assert run(["es", "index", spec, "--index", index, "--no-progress", *common]) == 0
+    index = f"sharded-{name}"
+    layout = ["--shards", "3", "--replicas", "1"]
+    assert run(["es", "setup", str(model), "--index", index, *layout, *common]) == 0
+    assert run(["es", "index", spec, "--index", index, "--no-progress", *common]) == 0
     opensearch_cluster.nodes[0].ok("GET", "/_cluster/health?wait_for_status=green&timeout=120s")
     collection = list(read_spec(spec).questions.values())
     params = {ranker: {"window": WINDOW} for ranker in ("fused", "hybrid", "hybrid-rrf")}
@@ -115,12 +113,16 @@ def test_setup_spreads_three_shards_and_their_replicas_over_three_nodes(world, o
     copies = shard_copies(opensearch_cluster, world.sharded)
     assert sorted(c for held in copies.values() for c in held) == ["0p", "0r", "1p", "1r", "2p", "2r"]
     assert len(copies) == 3  # over all three nodes; a primary and its replica never share one
-    settings = opensearch_cluster.nodes[0].ok("GET", f"/{world.single}/_settings")[world.single]
-    assert settings["settings"]["index"]["number_of_shards"] == "1"  # the default stays one shard
     code, out, err = cli(["es", "setup", str(model), "--index", f"said-{world.name}", "--shards", "2",
                           "--replicas", "0", *connection(opensearch_cluster, url)])
     assert code == 0, err
     assert f"created index said-{world.name} (2 shards, 0 replicas)" in out
+    code, out, err = cli(["es", "setup", str(model), "--index", f"default-{world.name}",
+                          *connection(opensearch_cluster, url)])
+    assert code == 0, err
+    index = f"default-{world.name}"
+    settings = opensearch_cluster.nodes[0].ok("GET", f"/{index}/_settings")[index]
+    assert settings["settings"]["index"]["number_of_shards"] == "1"  # the default stays one shard
 
 
 def _rerank_expected(world: World, url: str, text: str) -> list[tuple[str, float]]:
@@ -144,10 +146,7 @@ def test_each_mode_on_three_shards_equals_one_shard_and_its_in_process_ranker(wo
         sharded = search(cli, opensearch_cluster, url, world.sharded, text, mode, WINDOW)
         assert sharded["reranked"] is True, sharded
         got = hits(sharded)
-        single = hits(search(cli, opensearch_cluster, url, world.single, text, mode, WINDOW))
-        if not same_ranking(got, single):
-            found = ("single shard", got, single)
-        elif mode == "rerank":
+        if mode == "rerank":
             expected = _rerank_expected(world, url, text)
             found = None if same_ranking(got, expected, atol=1e-6) else ("in process", got, expected)
         else:
@@ -157,7 +156,7 @@ def test_each_mode_on_three_shards_equals_one_shard_and_its_in_process_ranker(wo
             found = ("in process", diff) if diff else None
         if found is None:
             continue
-        if mode in RANKED and first_stage_ties(opensearch_cluster, world.single, text, WINDOW):
+        if mode in RANKED and first_stage_ties(opensearch_cluster, world.sharded, text, WINDOW):
             tied += 1  # equal first-stage scores in the engine's order (shard_checks.first_stage_ties)
             continue
         differ[text] = found
@@ -167,7 +166,7 @@ def test_each_mode_on_three_shards_equals_one_shard_and_its_in_process_ranker(wo
 
 
 def test_vectors_rescores_exactly_the_global_first_stage_window(world, opensearch_cluster, sidecar, cli):
-    """``--explain``: the rescored search holds the ids of the global top window (the single shard's
+    """``--explain``: the rescored search holds the ids of the global top window (the in-process
     BM25 top 50), so no shard rescores a document outside it."""
     url, _ = sidecar
     for text in world.queries[:10]:

@@ -34,7 +34,16 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from es_commands import TITLES, TOKEN, assert_stored_as_embedded, common, embeddings, run, sources
+from es_commands import (
+    TITLES,
+    TOKEN,
+    assert_stored_as_embedded,
+    common,
+    ctrl_c_reaches_it,
+    embeddings,
+    run,
+    sources,
+)
 
 from es_plugin_bridge.data.spec import read_spec
 from es_plugin_bridge.data.types import Question
@@ -223,7 +232,7 @@ def indexing(tmp_path: Path, es_url: str, sidecar_url: str, index: str, *extra: 
     process = subprocess.Popen([str(exe), "es", "index", f"jsonl:{path}", "--index", index, "--no-progress",
                                 "--batch-size", "20", "--es-url", es_url, "--sidecar", sidecar_url, *extra],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env={**os.environ, "ESRERANK_TOKEN": TOKEN})
+                               env={**os.environ, "ESRERANK_TOKEN": TOKEN}, preexec_fn=ctrl_c_reaches_it)
     try:
         yield process, titles
     finally:

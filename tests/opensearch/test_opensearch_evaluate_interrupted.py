@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from es_commands import SEMEVAL_DEV, common
+from es_commands import SEMEVAL_DEV, common, ctrl_c_reaches_it
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
@@ -95,7 +95,8 @@ def _start(opensearch, sidecar, proxy: str) -> subprocess.Popen:
             "--data", f"semeval:{SEMEVAL_DEV}", "--rankers", "bm25,fused", "--model", str(model),
             "--first-stage", "bm25", "--mode", "bridge", "--no-results-index", "--no-progress",
             *common(opensearch, proxy)]
-    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=ctrl_c_reaches_it)
 
 
 def _wait_for_reranking(opensearch, process: subprocess.Popen, proxy: Slowed, before: set[str]) -> str:
