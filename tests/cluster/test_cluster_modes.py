@@ -137,7 +137,7 @@ def _rerank_expected(world: World, url: str, text: str) -> list[tuple[str, float
 
 
 @pytest.mark.parametrize("mode", list(MODES))
-def test_each_mode_on_three_shards_equals_one_shard_and_its_in_process_ranker(world, opensearch_cluster,
+def test_each_mode_on_three_shards_equals_its_in_process_ranker(world, opensearch_cluster,
                                                                              sidecar, cli, mode):
     url, _ = sidecar
     spread = 1e-12 if mode == "hybrid-rrf" else 1e-5 + world.beta_bow * TRUNCATION
