@@ -247,3 +247,15 @@ def test_the_shipped_endpoint_names_the_compose_sidecar():
     assert host in compose["services"], (host, sorted(compose["services"]))
     port = endpoint["service_settings"]["url"].split(":")[2].split("/")[0]
     assert port == "8080"  # the sidecar image listens on 8080 (sidecar.Dockerfile, compose healthcheck)
+
+
+def test_a_stored_vector_is_the_same_float32_in_fewer_digits():
+    """``document`` writes each component with the fewest digits that parse back to its float32 (the
+    engine stores float32): the same vector to the bit, in some 40 % fewer characters of ``_source``."""
+    rng = np.random.default_rng(7)
+    vector = np.concatenate([rng.standard_normal(2000) / 20, [0.0, -0.0, 1e-38, 3.4e38, -1.5e-45, 1.0]])
+    vector = vector.astype(np.float32).astype(np.float64).tolist()  # as /v1/encode answers: float32 values
+    stored = mappings.document(Question("q", "t", ""), ["t"], {"vector": vector, "terms": {}})
+    written = stored[mappings.VECTOR_FIELD]
+    np.testing.assert_array_equal(np.float32(json.loads(json.dumps(written))), np.float32(vector))
+    assert len(json.dumps(written)) < 0.65 * len(json.dumps(vector))
