@@ -1,5 +1,6 @@
-"""A proxy in front of a search engine node that forwards every request unchanged and records its method
-and path: the tests count what a command sends to the cluster (``GET /`` once, no ``_mget``...)."""
+"""A proxy that forwards every request unchanged and records its method and path: the tests count what a
+command sends to the cluster (``GET /`` once...), and ``before`` lets a test act on a request before it
+is forwarded (slow it, notice it)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import http.server
 import threading
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "host", "content-length", "accept-encoding"}
@@ -21,8 +22,9 @@ class Recording:
 
 
 @contextlib.contextmanager
-def recording(target: str) -> Iterator[Recording]:
-    """A proxy on a free port forwarding to ``target``; ``.requests``: (method, path without query)."""
+def recording(target: str, before: Callable[[str, str], None] | None = None) -> Iterator[Recording]:
+    """A proxy on a free port forwarding to ``target``; ``.requests``: (method, path without query);
+    ``before(method, path)`` runs before each request is forwarded."""
     seen = Recording("")
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -31,6 +33,8 @@ def recording(target: str) -> Iterator[Recording]:
         def _forward(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length", 0) or 0)) or None
             seen.requests.append((self.command, self.path.split("?", 1)[0]))
+            if before is not None:
+                before(self.command, self.path)
             headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
             request = urllib.request.Request(target + self.path, data=body, method=self.command,
                                              headers=headers)
@@ -39,12 +43,13 @@ def recording(target: str) -> Iterator[Recording]:
                     status, answer, kind = resp.status, resp.read(), resp.headers.get("Content-Type")
             except urllib.error.HTTPError as exc:
                 status, answer, kind = exc.code, exc.read(), exc.headers.get("Content-Type")
-            self.send_response(status)
-            self.send_header("Content-Type", kind or "application/json")
-            self.send_header("Content-Length", str(len(answer)))
-            self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(answer)
+            with contextlib.suppress(OSError):  # the caller may have given up already
+                self.send_response(status)
+                self.send_header("Content-Type", kind or "application/json")
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(answer)
 
         do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _forward  # noqa: N815 - http.server's names
 

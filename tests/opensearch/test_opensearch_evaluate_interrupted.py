@@ -11,19 +11,17 @@ that, and nothing else, is what left the index behind before.
 from __future__ import annotations
 
 import contextlib
-import http.server
 import signal
 import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from es_commands import SEMEVAL_DEV, common, ctrl_c_reaches_it
+from recording_proxy import recording
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
@@ -41,46 +39,15 @@ def slowed(target: str, delay: float) -> Iterator[Slowed]:
     """A proxy to ``target`` that forwards GETs at once (``/readyz``) and each POST after ``delay`` s."""
     seen = Slowed()
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def _forward(self, body: bytes | None) -> None:
-            keep = ("authorization", "content-type")
-            headers = {k: v for k, v in self.headers.items() if k.lower() in keep}
-            request = urllib.request.Request(target + self.path, data=body, method=self.command,
-                                             headers=headers)
-            try:
-                with urllib.request.urlopen(request, timeout=60) as resp:
-                    status, answer = resp.status, resp.read()
-            except urllib.error.HTTPError as exc:
-                status, answer = exc.code, exc.read()
-            with contextlib.suppress(OSError):  # the caller may be gone
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(answer)))
-                self.end_headers()
-                self.wfile.write(answer)
-
-        def do_GET(self) -> None:  # noqa: N802 - the name http.server calls
-            self._forward(None)
-
-        def do_POST(self) -> None:  # noqa: N802
-            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            if self.path.endswith("/v1/rerank"):
+    def before(method: str, path: str) -> None:
+        if method == "POST":
+            if path.endswith("/v1/rerank"):
                 seen.reranking.set()
             time.sleep(delay)
-            self._forward(body)
 
-        def log_message(self, *args) -> None:
-            return None
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    seen.url = f"http://127.0.0.1:{server.server_address[1]}"
-    try:
+    with recording(target, before) as proxy:
+        seen.url = proxy.url
         yield seen
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def _eval_indices(opensearch) -> set[str]:
