@@ -23,14 +23,15 @@ from pathlib import Path
 from es_plugin_bridge.local_http import NotReady, free_port, wait_until_ready
 
 
-def wait_ready(url: str, process: subprocess.Popen | None = None, timeout: float = 60.0) -> None:
-    """Return once ``url/readyz`` answers 200; RuntimeError (with the server's stderr) otherwise."""
+def wait_ready(url: str, process: subprocess.Popen | None = None, timeout: float = 60.0,
+               log: Path | None = None) -> None:
+    """Return once ``url/readyz`` answers 200; RuntimeError (with the server's ``log``) otherwise."""
     try:
         wait_until_ready(f"{url}/readyz", timeout=timeout,
                          alive=lambda: process is None or process.poll() is None)
     except NotReady as exc:
         exited = process is not None and process.poll() is not None
-        detail = process.stderr.read() if exited and process.stderr else str(exc)
+        detail = log.read_text(encoding="utf-8", errors="replace")[-4000:] if exited and log else str(exc)
         raise RuntimeError(f"the sidecar at {url} did not come up: {detail}") from None
 
 
@@ -45,12 +46,17 @@ def serve(model: Path, token: str, token_dir: Path, *extra: str, token_file_text
     port = free_port()
     exe = Path(sys.executable).with_name("esrerank")
     env = {k: v for k, v in os.environ.items() if k != "ESRERANK_TOKEN"}
-    process = subprocess.Popen([str(exe), "serve", str(model), "--port", str(port), "--token-file",
-                                str(token_file), "--onnx-threads", "1", *extra],
-                               stderr=subprocess.PIPE, text=True, env=env)
+    # Its output goes to a file, never to a pipe nobody reads: under load waitress logs a warning per
+    # queued request, a full pipe then blocks the server's I/O thread, and the sidecar stops answering
+    # (found by benchmarks/node_loss.py: 8 clients, every search waiting on a sidecar that wrote nothing).
+    log = token_dir / f"sidecar-{port}.log"
+    with log.open("w", encoding="utf-8") as out:
+        process = subprocess.Popen([str(exe), "serve", str(model), "--port", str(port), "--token-file",
+                                    str(token_file), "--onnx-threads", "1", *extra],
+                                   stdout=out, stderr=subprocess.STDOUT, text=True, env=env)
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_ready(url, process)
+        wait_ready(url, process, log=log)
         yield url
     finally:
         process.terminate()
