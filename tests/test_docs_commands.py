@@ -29,7 +29,8 @@ ANY = {"...", "…", "COMMAND", "SUBCOMMAND"}
 #: Options the docs name on their own that belong to another tool, and where that tool is.
 OTHER_TOOLS = {"--adam": "benchmarks/paper_models.py", "--build-arg": "docker build",
                "--quick": "benchmarks/opensearch_modes.py",
-               "--only-data-node-indexing": "benchmarks/node_loss.py"}
+               "--only-data-node-indexing": "benchmarks/node_loss.py",
+               "--load-seconds": "benchmarks/node_loss.py", "--questions": "benchmarks/node_loss.py"}
 
 
 def snippets(text: str) -> Iterator[str]:
@@ -136,7 +137,7 @@ def test_every_option_written_on_its_own_is_some_commands(page):
 
 
 def test_the_other_tools_options_are_theirs():
-    for option in ("--adam", "--quick", "--only-data-node-indexing"):
+    for option in (o for o, tool in OTHER_TOOLS.items() if tool.endswith(".py")):
         assert option in (ROOT / OTHER_TOOLS[option]).read_text(encoding="utf-8")
 
 
