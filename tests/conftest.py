@@ -19,6 +19,7 @@ names prebuilt exported models. Tests are marked by what they need, so a subset 
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 from collections.abc import Callable
 from pathlib import Path
@@ -91,6 +92,8 @@ def pair_model(tmp_path_factory) -> tuple[Path, Path]:
 
 
 _ENGINE_RAN_ON: list[str] = []
+#: The single node's context, closed at the end of the session or when the cluster's tests begin.
+_SINGLE_NODE = contextlib.ExitStack()
 
 
 @pytest.fixture(scope="session")
@@ -100,9 +103,18 @@ def opensearch(tmp_path_factory) -> EngineNode:
     reason = unavailable_reason()
     if reason:
         pytest.skip(f"no search engine can start here: {reason}")
-    with running_opensearch(tmp_path_factory.mktemp("opensearch-node")) as node:
+    with _SINGLE_NODE:
+        node = _SINGLE_NODE.enter_context(running_opensearch(tmp_path_factory.mktemp("opensearch-node")))
         _ENGINE_RAN_ON.append(node.description)
         yield node
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Stop the single node when the cluster's tests begin: they run last (``pytest_collection_modifyitems``)
+    and none uses it, and every fixture of an earlier module is torn down by then, so the three nodes
+    get the machine (two cores) without a fourth JVM beside them."""
+    if item.get_closest_marker("cluster") is not None:
+        _SINGLE_NODE.close()
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,7 @@ found on ml-commons 2.19.1, are here once:
 - a sidecar on a private address (127.0.0.1 in the tests) needs ``connector.private_ip_enabled``;
 - ``_register?deploy=true`` answers a task; its ``COMPLETED`` only means the model document is written,
   so the model's own ``model_state`` is then read until ``DEPLOYED`` (``PARTIALLY_DEPLOYED`` on a
-  cluster: deployed again, which reaches the nodes that missed it).
+  cluster: deployed again, one deployment at a time, which reaches the nodes that missed it).
 
 Every call is opensearch-py's own method (``plugins.ml``, ``search_pipeline``, ``ingest``, ``cluster``):
 ``plugins.ml.get_model`` and the rest the product calls are all there from opensearch-py 3.0 (checked
@@ -21,6 +21,7 @@ in its tags: 2.7 had ``register_model``/``get_task``/``deploy_model``, 2.8 added
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from collections.abc import Iterable, Mapping
@@ -29,12 +30,14 @@ from typing import Any
 from es_plugin_bridge.elastic.connection import call
 from es_plugin_bridge.errors import UserError
 
+log = logging.getLogger(__name__)
+
 TRUSTED = "plugins.ml_commons.trusted_connector_endpoints_regex"
 DEPLOY_SECONDS = 120.0
 #: Tries of the first ml-commons write while its master key is being made (``_first_write``).
 MASTER_KEY_TRIES = 3
-#: How long a model may stay ``PARTIALLY_DEPLOYED`` before it is deployed again.
-REDEPLOY_SECONDS = 5.0
+#: Deployments after a first one that left the model ``PARTIALLY_DEPLOYED`` (``wait_deployed``).
+REDEPLOYS = 3
 
 
 def ml(client: Any) -> Any:
@@ -101,7 +104,15 @@ def _first_write(client: Any, what: str, fn: Any, **kwargs: Any) -> dict[str, An
 
 
 def wait_deployed(client: Any, registered: Mapping[str, Any], deadline: float) -> str:
-    """The model id once ml-commons says ``DEPLOYED`` (the register task first, then the model)."""
+    """The model id once ml-commons says ``DEPLOYED`` (the register task first, then the model).
+
+    ``PARTIALLY_DEPLOYED`` (a node failed its share; on a fresh cluster of several nodes a node can time
+    out fetching ml-commons' master key, found on three 2.19.1 nodes) is deployed again, one deployment
+    at a time: each waits for the task before it to end (a deployment started every few seconds piles
+    up tasks on the slow node, which then refuses them). Still partial after ``REDEPLOYS`` tries or at
+    the deadline, the model is kept with a warning naming each node's error: ml-commons sends a
+    prediction to a node that holds the model (``MLModelManager.getWorkerNodes``), so it serves, on
+    fewer nodes."""
     model_id = registered.get("model_id")
     task_id = registered.get("task_id")
     while model_id is None:
@@ -110,21 +121,49 @@ def wait_deployed(client: Any, registered: Mapping[str, Any], deadline: float) -
             raise UserError(f"registering the remote model failed: {task.get('error', task.get('state'))}")
         model_id = task.get("model_id") if task.get("state") == "COMPLETED" else None
         _check_deadline(deadline, f"task {task_id} is {task.get('state')}")
-    redeployed = 0.0
+    redeploys = 0
+    errors = ""
     while True:
-        state = request(client, "waiting for the model", ml(client).get_model, model_id=model_id).get(
-            "model_state")
+        state = _model_state(client, model_id)
         if state == "DEPLOYED":
             return str(model_id)
-        if state == "PARTIALLY_DEPLOYED" and time.monotonic() - redeployed > REDEPLOY_SECONDS:
-            # On a fresh cluster of several nodes a node can time out fetching ml-commons' master key and
-            # leave the model on the others (found on three 2.19.1 nodes); deploying again fills it in.
-            request(client, f"deploying model {model_id} again", ml(client).deploy_model, model_id=model_id)
-            redeployed = time.monotonic()
         if state == "DEPLOY_FAILED":
             raise UserError(f"model {model_id} is DEPLOY_FAILED; OpenSearch's log says why (is the sidecar's "
-                            "URL reachable from OpenSearch?)")
+                            f"URL reachable from OpenSearch?){' ' + errors if errors else ''}")
+        if state == "PARTIALLY_DEPLOYED":
+            if redeploys == REDEPLOYS or time.monotonic() > deadline:
+                log.warning("warning: model %s is deployed on some nodes only (PARTIALLY_DEPLOYED after %d "
+                            "deployments); ml-commons sends its predictions to those. %s", model_id,
+                            redeploys + 1, errors or "OpenSearch's log says why the others refused.")
+                return str(model_id)
+            redeploys += 1
+            errors = _redeploy(client, model_id, deadline)
+            continue
         _check_deadline(deadline, f"model {model_id} is {state}")
+
+
+def _model_state(client: Any, model_id: str) -> str | None:
+    model = request(client, "waiting for the model", ml(client).get_model, model_id=model_id)
+    return model.get("model_state")
+
+
+def _redeploy(client: Any, model_id: str, deadline: float) -> str:
+    """Deploy ``model_id`` again and wait until that deployment's task ends and the model's state is
+    written after it; returns the nodes' errors the task recorded ("" when none)."""
+    started = request(client, f"deploying model {model_id} again", ml(client).deploy_model, model_id=model_id)
+    task_id = started.get("task_id")
+    task: Mapping[str, Any] = {}
+    while task_id is not None and task.get("state") not in ("COMPLETED", "COMPLETED_WITH_ERROR", "FAILED"):
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+        task = request(client, "waiting for the model", ml(client).get_task, task_id=task_id)
+    # TransportForwardAction writes the task, then the model: give the model's write a moment to land
+    settle = time.monotonic() + 5.0
+    while _model_state(client, model_id) == "DEPLOYING" and time.monotonic() < min(settle, deadline):
+        time.sleep(0.5)
+    error = task.get("error")
+    return f"The nodes' errors: {error}" if error else ""
 
 
 def _check_deadline(deadline: float, state: str) -> None:
