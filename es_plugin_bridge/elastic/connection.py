@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from es_plugin_bridge.elastic.dialect import ELASTICSEARCH, OPENSEARCH, display_name, engine_of, is_opensearch
 from es_plugin_bridge.errors import UserError
 
 DEFAULT_URL = "http://localhost:9200"
@@ -27,7 +28,6 @@ T = TypeVar("T")
 #: The client's first release with ``elasticsearch.dsl`` (typed queries, used by every request body).
 MIN_CLIENT = (8, 18)
 #: How messages name each engine.
-ENGINE_NAMES = {"elasticsearch": "Elasticsearch", "opensearch": "OpenSearch"}
 #: The attribute a client made by :meth:`Connection.client` carries its cluster's ``GET /`` answer under.
 ROOT_ATTRIBUTE = "esrerank_root"
 
@@ -123,7 +123,7 @@ class Connection:
     def target(self) -> str:
         """How messages name the cluster before it has said what it is: the engine the user chose
         (``--engine opensearch``), else "the search engine", with the URL."""
-        return f"{ENGINE_NAMES.get(self.engine_name or '', 'the search engine')} at {self.url}"
+        return f"{display_name(self.engine_name)} at {self.url}"
 
     def _headers(self) -> dict[str, str]:
         import base64
@@ -200,17 +200,16 @@ class Connection:
         sidecar = None if isinstance(version, dict) else self._sidecar_path()
         if sidecar:
             raise UserError(f"--es-url {self.url} answers as the esrerank sidecar (its {sidecar}), not as "
-                            f"{ENGINE_NAMES.get(self.engine_name or '', 'a search engine')}: --es-url takes "
+                            f"{display_name(self.engine_name, 'a search engine')}: --es-url takes "
                             "the Elasticsearch or OpenSearch URL, --sidecar the sidecar's")
-        distribution = version.get("distribution") if isinstance(version, dict) else None
-        return "opensearch" if distribution == "opensearch" else "elasticsearch"
+        return engine_of(version)
 
     def client(self) -> Any:
         """A client of the cluster at ``url``: elasticsearch-py's, or for an OpenSearch cluster (its
         ``GET /``) an :class:`~es_plugin_bridge.elastic.opensearch_client.OpenSearchClient`, which
         takes the same calls."""
         self.check()
-        if self.engine() == "opensearch":
+        if is_opensearch(self.engine()):
             from es_plugin_bridge.elastic.opensearch_client import connect
 
             if self.api_key:
@@ -298,17 +297,17 @@ class ClusterInfo:
     version: tuple[int, int, int]
     licence: str  # basic, trial, gold, platinum, enterprise, ... or "unknown"; OpenSearch: "apache-2.0"
     licence_active: bool
-    engine: str = "elasticsearch"  # or "opensearch" (GET /'s version.distribution)
+    engine: str = ELASTICSEARCH  # or OPENSEARCH (GET /'s version.distribution)
 
     @property
     def is_opensearch(self) -> bool:
         """OpenSearch: ``es setup`` registers a search pipeline instead of inference endpoints."""
-        return self.engine == "opensearch"
+        return is_opensearch(self.engine)
 
     @property
     def name(self) -> str:
         """``Elasticsearch 9.1.0`` / ``OpenSearch 2.19.1``: how messages name the cluster."""
-        return f"{'OpenSearch' if self.is_opensearch else 'Elasticsearch'} {self.version_text}"
+        return f"{display_name(self.engine)} {self.version_text}"
 
     @property
     def version_text(self) -> str:
@@ -379,7 +378,7 @@ def name_is_mode(name: str) -> bool:
     return name not in FEATURE_REQUIREMENTS
 
 
-def requirements(name: str, engine: str = "elasticsearch") -> Mapping[str, Any]:
+def requirements(name: str, engine: str = ELASTICSEARCH) -> Mapping[str, Any]:
     """What a mode (from its registry entry, for ``engine``) or a feature (Elasticsearch's) needs of the
     cluster."""
     if name in FEATURE_REQUIREMENTS:
@@ -423,9 +422,9 @@ def cluster_info(client: Any) -> ClusterInfo:
     ``GET /`` is sent with a plain ``application/json`` Accept header, which every major answers, so a
     client of the wrong major is named (with its install command) before any request it would break.
     """
-    if getattr(client, "engine", None) == "opensearch":
+    if is_opensearch(client):
         answer = getattr(client, ROOT_ATTRIBUTE, None) or call("reading the cluster version", client.info)
-        return ClusterInfo(_version_tuple(str(answer["version"]["number"])), "apache-2.0", True, "opensearch")
+        return ClusterInfo(_version_tuple(str(answer["version"]["number"])), "apache-2.0", True, OPENSEARCH)
     info = _root_document(client)
     version = _version_tuple(str(info["version"]["number"]))
     check_client_version(version[0])

@@ -62,8 +62,9 @@ import numpy as np
 
 from es_plugin_bridge.core.fusion import minmax
 from es_plugin_bridge.data.types import Question
-from es_plugin_bridge.elastic import opensearch_dsl, queries
+from es_plugin_bridge.elastic import queries
 from es_plugin_bridge.elastic.connection import ClusterInfo, call
+from es_plugin_bridge.elastic.dialect import display_name, engine_of_client
 from es_plugin_bridge.elastic.engine import ElasticsearchFirstStage
 from es_plugin_bridge.elastic.mappings import rerank_text
 from es_plugin_bridge.elastic.modes import Mode, ModeOptions, ModeResult
@@ -241,7 +242,7 @@ class _WindowsMode(Mode):
             if "error" in response:
                 error = response["error"]
                 reason = error.get("reason", error) if isinstance(error, Mapping) else error
-                engine = "OpenSearch" if opensearch_dsl.is_opensearch(self.client) else "Elasticsearch"
+                engine = display_name(engine_of_client(self.client))
                 raise UserError(
                     f"searching {self.index} (mode {self.name}, {name} window): {engine} answered "
                     f"{response.get('status', '?')}: {reason}"

@@ -16,8 +16,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from es_plugin_bridge.elastic import lost_copy
+from es_plugin_bridge.elastic.dialect import OPENSEARCH
 
-ENGINE = "opensearch"
 #: Every search asks for all shards' results or an error. By default a search whose shard failed on every
 #: copy tried answers 200 with the other shards' hits (``_shards.failed`` > 0): while a node dies, a
 #: shard whose DFS or query phase ran there is not retried on its replica in a later phase
@@ -56,7 +56,7 @@ class OpenSearchClient:
     as ``Elasticsearch.options(ignore_status=...)`` does.
     """
 
-    engine = ENGINE
+    engine = OPENSEARCH
 
     def __init__(self, client: Any, ignore_status: Iterable[int] = ()) -> None:
         self._os = client

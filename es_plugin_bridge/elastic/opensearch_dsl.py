@@ -31,11 +31,11 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from es_plugin_bridge.elastic.dialect import is_opensearch as is_opensearch
 from es_plugin_bridge.elastic.mappings import VECTOR_FIELD
 
 Body = dict[str, Any]
 
-ENGINE = "opensearch"
 #: Elasticsearch's vector functions (the field by name) → the k-NN plugin's (the field's doc values).
 PAINLESS_CALLS = {
     f"cosineSimilarity(params.q, '{VECTOR_FIELD}')": f"cosineSimilarity(params.q, doc['{VECTOR_FIELD}'])",
@@ -44,10 +44,6 @@ PAINLESS_CALLS = {
 #: Elasticsearch's vector functions: one left after :data:`PAINLESS_CALLS` would fail on OpenSearch.
 _ES_VECTOR_FUNCTIONS = ("cosineSimilarity(", "l1norm(", "l2norm(", "dotProduct(", "hamming(")
 
-
-def is_opensearch(client: Any) -> bool:
-    """Whether ``client`` talks to OpenSearch (``elastic/opensearch_client.py`` says so)."""
-    return getattr(client, "engine", None) == ENGINE
 
 
 def painless(source: str) -> str:
