@@ -351,6 +351,61 @@ def index_timed(model: Path, sidecar: FreshSidecar, es: str, name: str, question
             "encode_requests": sidecar.embed_requests() - requests, "load_average_before": load}
 
 
+def encoder_alone(sidecar: FreshSidecar, questions: Sequence[Any], batch_size: int) -> dict[str, Any]:
+    """The sidecar's own speed on the rung's texts: every batch of ``batch_size`` questions embedded, one
+    after the other, by the very call ``es index`` makes (``SidecarEmbedder.embed``), on a fresh sidecar
+    (an empty encoding cache, as each indexing run gets), nothing stored."""
+    from es_plugin_bridge.bridge.sidecar_target import SidecarTarget
+    from es_plugin_bridge.elastic.sidecar_embedder import SidecarEmbedder
+
+    sidecar.restart()
+    embedder = SidecarEmbedder.reaching(SidecarTarget(sidecar.url, timeout=600.0), timeout=600.0)
+    embedder.ready()
+    load = load_average()
+    t0 = time.perf_counter()
+    for start in range(0, len(questions), batch_size):
+        embedder.embed(questions[start:start + batch_size])
+    seconds = time.perf_counter() - t0
+    return {"questions": len(questions), "batch_size": batch_size, "seconds": round(seconds, 2),
+            "questions_per_second": round(len(questions) / seconds, 1), "load_average_before": load,
+            "what": "SidecarEmbedder.embed (es index's call) on every batch in turn, nothing indexed"}
+
+
+def embed_once(model: Path, sidecar: FreshSidecar, es: str, data: Path, questions: Sequence[Any],
+               batch_size: int, es_timeout: float) -> dict[str, Any]:
+    """``esrerank embed`` of the rung's JSONL into a vectors file, then ``es index --vectors`` of it with
+    the sidecar stopped (the run names a URL where nothing listens), timed each; the index is dropped."""
+    from es_plugin_bridge.bridge.sidecar_target import SidecarTarget
+    from es_plugin_bridge.elastic.connection import Connection
+    from es_plugin_bridge.elastic.indexing import index_run
+    from es_plugin_bridge.local_http import free_port
+
+    out = BUILD / "scale" / f"vectors-{len(questions)}.gz"
+    embed_args = ["embed", f"jsonl:{data}", "--model", str(model), "--out", str(out), "--no-progress"]
+    embed_seconds = esrerank(*embed_args)
+    index = "scale-file"
+    sidecar.restart()
+    setup(model, index, [], es, sidecar.url)
+    sidecar.stop()
+    client = Connection(url=es, timeout=es_timeout).client()
+    nobody = SidecarTarget(f"http://127.0.0.1:{free_port()}", timeout=5.0)
+    load = load_average()
+    t0 = time.perf_counter()
+    run = index_run(client, index, questions, nobody, batch_size=batch_size, resume=False, max_retries=5,
+                    progress=len(questions) >= 50_000, vectors=out)
+    seconds = time.perf_counter() - t0
+    if run.error:
+        sys.exit(f"es index --vectors into {index} failed: {run.error}")
+    stored = rest(f"{es}/{index}/_count")["count"]
+    rest(f"{es}/{index}", "DELETE")
+    return {"embed_command": " ".join(["esrerank", *embed_args]).replace(str(ROOT) + "/", ""),
+            "embed_seconds": embed_seconds,
+            "embed_questions_per_second": round(len(questions) / embed_seconds, 1),
+            "file_bytes": out.stat().st_size, "index_seconds": round(seconds, 2),
+            "index_questions_per_second": round(run.report.indexed / seconds, 1), "stored": stored,
+            "sidecar_running": False, "load_average_before": load}
+
+
 def twin(es: str, source: str, name: str, graph: bool) -> None:
     """A copy of ``source``'s settings and mapping, one shard, no replica; ``graph`` False: the vector as
     the flat ``knn_vector`` (no ``method``, no ``index.knn``: no HNSW graph)."""
@@ -523,6 +578,8 @@ def run_rung(rung: dict[str, Any], real: Sequence[Any], titles: Sequence[str], m
         es, data = started.url, run_dir / "data"
         heap = {"node_started": heap_used(es, started.pid)}
         indexing: dict[str, Any] = {}
+        say(count, "the encoder alone: es index's embedding calls, nothing indexed")
+        rung["encoder_alone"] = encoder_alone(sidecar, questions, args.batch_size)
         say(count, "indexing with client embedding")
         indexing["client_embedding"] = index_timed(
             model, sidecar, es, "client_embedding", questions, args.batch_size, args.es_timeout,
@@ -540,6 +597,12 @@ def run_rung(rung: dict[str, Any], real: Sequence[Any], titles: Sequence[str], m
                                             args.es_timeout)
         disk["text_only"] = store_bytes(es, INDEXES["text_only"][0], data)
         rest(f"{es}/{INDEXES['text_only'][0]}", "DELETE")
+        encoder_rate = rung["encoder_alone"]["questions_per_second"]
+        rung["client_embedding_of_encoder"] = round(
+            indexing["client_embedding"]["questions_per_second"] / encoder_rate, 3)
+        say(count, "embed once: esrerank embed, then es index --vectors with the sidecar stopped")
+        rung["embed_once"] = embed_once(model, sidecar, es, BUILD / "scale" / f"questions-{count}.jsonl",
+                                        questions, args.batch_size, args.es_timeout)
         if args.skip_ingest:
             indexing["ingest_embedding"] = {"skipped": True}
         else:

@@ -183,11 +183,10 @@ class ElasticsearchEngine:
     def actions(self, batch: Sequence[Question]) -> list[dict[str, Any]]:
         """Bulk actions for a batch: the source of each question, with its embedding when asked."""
         embeddings = self.embed(batch) if self.embed is not None else [None] * len(batch)
-        return [
-            {"_index": self.index_name, "_id": q.id, "_source": mappings.document(
-                q, self.tokens(q), e, self.neural_similarity)}
-            for q, e in zip(batch, embeddings, strict=True)
-        ]
+        tokens = [self.tokens(q) for q in batch]
+        sources = mappings.documents(batch, tokens, embeddings, self.neural_similarity)
+        return [{"_index": self.index_name, "_id": q.id, "_source": source}
+                for q, source in zip(batch, sources, strict=True)]
 
     def index(self, questions: Sequence[Question]) -> None:
         from es_plugin_bridge.elastic.bulk import index_questions
