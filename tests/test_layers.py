@@ -32,6 +32,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("bridge",),
     ("elastic",),
     ("kibana",),
+    ("demo",),
     ("cli",),
 )
 RANK = {name: i for i, names in enumerate(LAYERS) for name in names}

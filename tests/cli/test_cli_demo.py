@@ -15,9 +15,9 @@ import re
 
 import pytest
 
-from es_plugin_bridge.cli.demo import PAPERS_STEPS, STEPS, TRAINING_STEPS
 from es_plugin_bridge.cli.main import main
 from es_plugin_bridge.data.spec import read_spec
+from es_plugin_bridge.demo.steps import PAPERS_STEPS, STEPS, TRAINING_STEPS
 from es_plugin_bridge.engines import SIMILARITIES
 
 MAX_PAIRS = 3000
@@ -143,7 +143,7 @@ def test_the_summary_links_the_plots_it_wrote(default):
 
 
 def test_acc_at_k_counts_the_rank_of_the_first_relevant():
-    from es_plugin_bridge.cli.demo_plots import acc_at_k
+    from es_plugin_bridge.demo.plots import acc_at_k
     from es_plugin_bridge.evaluation.results import RankerResult, TaskResult
 
     records = [{"query_id": str(i), "rank_first_relevant": rank} for i, rank in enumerate([1, 3, None, 10])]

@@ -1,7 +1,7 @@
 """What every ``esrerank demo`` step shares: the run's state, the split, evaluations as ``evaluate``
 runs them, and the sidecar example.
 
-Kept apart from ``demo.py`` (the default steps and the command) and ``demo_papers.py`` (the papers'
+Kept apart from ``steps.py`` (the default steps and the plan) and ``papers.py`` (the papers'
 reproduction, ``--papers``) so both sets of steps write their tables and summary the same way.
 """
 

@@ -16,7 +16,8 @@ from pathlib import Path
 from rich.markup import escape
 from rich.table import Table
 
-from es_plugin_bridge.cli.demo_common import (
+from es_plugin_bridge.core.fusion import FIRST_STAGES
+from es_plugin_bridge.demo.common import (
     DemoContext,
     ensure_split,
     rerank,
@@ -24,7 +25,6 @@ from es_plugin_bridge.cli.demo_common import (
     say,
     sidecar_example,
 )
-from es_plugin_bridge.core.fusion import FIRST_STAGES
 
 #: Training: dos Santos et al.'s BOW-CNN with 100-d word2vec trained on the train split's titles (about
 #: 5 s on 2 cores, measured), Adam instead of the paper's SGD so a short budget gets somewhere, and the
