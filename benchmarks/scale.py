@@ -26,6 +26,12 @@ every rung, ``--rung-model N=DIR`` for one rung (e.g. MiniLM's int8 export where
   OpenSearch's ingest pipeline calls the sidecar through ml-commons; ``--skip-ingest`` skips it,
   ``--ingest-limit N`` times the rung's first N questions only). Each embedding run starts the sidecar
   anew with its default encoding cache (empty).
+- ``encoder_alone`` (first, before any indexing): every batch of the rung embedded by the call ``es index``
+  makes (``SidecarEmbedder.embed``) on a fresh sidecar, nothing stored: the encoder's own questions/s on
+  the same texts and batch size; ``client_embedding_of_encoder`` = client embedding's rate / that.
+- ``embed_once``: ``esrerank embed jsonl:<the rung's file>`` into ``build/scale/vectors-N.gz``, then
+  ``es setup`` and ``es index --vectors`` of it into ``scale-file`` with the sidecar stopped (the run names
+  a port where nothing listens), each timed; the index is dropped after.
 - ``disk_bytes_per_1000``: the bytes of each index's folder on the node's disk (after refresh and flush;
   ``_cat/indices`` caches its figure for 10 s) per 1,000 questions, and for the client-embedded index
   after ``_forcemerge`` to one segment too (``disk_bytes``: the totals).
