@@ -87,8 +87,9 @@ def test_compose_every_path_exists(compose):
                 if "ESRERANK_MODEL_DIR" in volume:
                     # The default is the model `make demo` exports; ESRERANK_MODEL_DIR points elsewhere.
                     assert path == ROOT / "runs" / "demo" / "transformer-onnx"
-                    demo = (ROOT / "es_plugin_bridge" / "cli" / "demo.py").read_text()
-                    assert 'default=Path("runs/demo")' in demo and '"transformer-onnx"' in demo
+                    command = (ROOT / "es_plugin_bridge" / "cli" / "demo.py").read_text()
+                    steps = (ROOT / "es_plugin_bridge" / "demo" / "steps.py").read_text()
+                    assert 'default=Path("runs/demo")' in command and '"transformer-onnx"' in steps
                 else:
                     assert path.exists(), f"{name}: {volume}"
             else:
