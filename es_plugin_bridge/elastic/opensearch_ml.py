@@ -108,11 +108,11 @@ def wait_deployed(client: Any, registered: Mapping[str, Any], deadline: float) -
 
     ``PARTIALLY_DEPLOYED`` (a node failed its share; on a fresh cluster of several nodes a node can time
     out fetching ml-commons' master key, found on three 2.19.1 nodes) is deployed again, one deployment
-    at a time: each waits for the task before it to end (a deployment started every few seconds piles
-    up tasks on the slow node, which then refuses them). Still partial after ``REDEPLOYS`` tries or at
-    the deadline, the model is kept with a warning naming each node's error: ml-commons sends a
-    prediction to a node that holds the model (``MLModelManager.getWorkerNodes``), so it serves, on
-    fewer nodes."""
+    at a time: each waits for the task before it to end (deployments started every few seconds can pile
+    up on the slow node; CI once saw a model stay partial for two minutes that way). Still partial after
+    ``REDEPLOYS`` tries or at the deadline, the model is kept with a warning naming each node's error:
+    ml-commons sends a prediction to a node that holds the model (``MLModelManager.getWorkerNodes``), so
+    it serves, on fewer nodes."""
     model_id = registered.get("model_id")
     task_id = registered.get("task_id")
     while model_id is None:
