@@ -49,6 +49,8 @@ TRAIN_MODULES = frozenset({
     "test_training_device.py", "test_pair_family.py", "test_domain_pretrain.py", "test_objectives.py",
 })
 HAS_TORCH = importlib.util.find_spec("torch") is not None
+#: Test folders whose every module starts or stops engine nodes (their own, or the session's).
+ENGINE_FOLDERS = frozenset({"opensearch", "cluster"})
 
 
 @pytest.fixture
@@ -131,6 +133,19 @@ def opensearch_cluster(tmp_path_factory) -> EngineCluster:
         yield cluster
 
 
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Under pytest-xdist, hand the worker's engine description to the controller, which prints it."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["engine_ran_on"] = list(_ENGINE_RAN_ON)
+
+
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: unknown where xdist is not loaded
+def pytest_testnodedown(node, error) -> None:
+    """The controller's side of ``pytest_sessionfinish``: collect what each worker's engine tests ran on."""
+    _ENGINE_RAN_ON.extend(getattr(node, "workeroutput", {}).get("engine_ran_on", ()))
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     """Say which node the engine tests ran on (or that none started)."""
     if _ENGINE_RAN_ON:
@@ -153,6 +168,7 @@ def pytest_report_header(config: pytest.Config) -> str | None:
             f"collected; exported models: {source}")
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's worker reads the groups into the test ids
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Add the ``torch``/``java``/``docker`` marks from what each test uses (see the module doc)."""
     torch_fixtures = TORCH_FIXTURES if prebuilt_models() is not None else (*TORCH_FIXTURES, "exported")
@@ -172,3 +188,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.engine)
     # The cluster's tests last: its three nodes then start after the single node's tests are done.
     items.sort(key=lambda item: item.get_closest_marker("cluster") is not None)
+    if not getattr(config.option, "loadgroup", False):
+        return
+    # Under pytest-xdist (`make test`: `-n 2 --dist loadgroup`) every test that needs an engine goes to
+    # one worker, in the order above, so the session's single node and cluster start once; every other
+    # module goes whole to whichever worker is free, so a module's fixtures are built once. The engine's
+    # group is the longest and is sent first.
+    for item in items:
+        engine = item.get_closest_marker("engine") is not None or item.path.parent.name in ENGINE_FOLDERS
+        item.add_marker(pytest.mark.xdist_group("engine" if engine else item.path.as_posix()))
+    items.sort(key=lambda item: item.get_closest_marker("xdist_group").args[0] != "engine")
