@@ -19,7 +19,7 @@ test: $(STAMP)
 	bash .ci/java_jars.sh
 	$(BIN)/ruff check .
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir site
-	$(BIN)/pytest -q -rs --durations=30 -n 2 --dist loadgroup
+	$(BIN)/pytest -q -rs --durations=30 -n 2
 
 install: $(STAMP)
 

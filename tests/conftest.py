@@ -19,10 +19,13 @@ names prebuilt exported models. Tests are marked by what they need, so a subset 
 
 from __future__ import annotations
 
+import ast
 import contextlib
+import functools
 import importlib.util
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from engine_node import (
@@ -168,7 +171,6 @@ def pytest_report_header(config: pytest.Config) -> str | None:
             f"collected; exported models: {source}")
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's worker reads the groups into the test ids
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Add the ``torch``/``java``/``docker`` marks from what each test uses (see the module doc)."""
     torch_fixtures = TORCH_FIXTURES if prebuilt_models() is not None else (*TORCH_FIXTURES, "exported")
@@ -188,13 +190,41 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.engine)
     # The cluster's tests last: its three nodes then start after the single node's tests are done.
     items.sort(key=lambda item: item.get_closest_marker("cluster") is not None)
-    if not getattr(config.option, "loadgroup", False):
-        return
-    # Under pytest-xdist (`make test`: `-n 2 --dist loadgroup`) every test that needs an engine goes to
-    # one worker, in the order above, so the session's single node and cluster start once; every other
-    # module goes whole to whichever worker is free, so a module's fixtures are built once. The engine's
-    # group is the longest and is sent first.
-    for item in items:
-        engine = item.get_closest_marker("engine") is not None or item.path.parent.name in ENGINE_FOLDERS
-        item.add_marker(pytest.mark.xdist_group("engine" if engine else item.path.as_posix()))
-    items.sort(key=lambda item: item.get_closest_marker("xdist_group").args[0] != "engine")
+    if getattr(config, "workerinput", None) is not None:  # a pytest-xdist worker: the engine's first
+        items.sort(key=lambda item: not uses_an_engine(item.path))
+
+
+def uses_an_engine(path: Path) -> bool:
+    """Whether a test module starts or uses engine nodes: it is in an engine folder, a function of it
+    takes the session's node or cluster, or it is marked ``elasticsearch`` (read from its source, so
+    that pytest-xdist's controller, which collects nothing, can tell)."""
+    return _uses_an_engine(str(path))
+
+
+@functools.cache
+def _uses_an_engine(path: str) -> bool:
+    source = Path(path).read_text(encoding="utf-8")
+    arguments = {arg.arg for node in ast.walk(ast.parse(source))
+                 if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) for arg in node.args.args}
+    return (Path(path).parent.name in ENGINE_FOLDERS or bool(arguments & {"opensearch", "opensearch_cluster"})
+            or "pytest.mark.elasticsearch" in source)
+
+
+@pytest.hookimpl(optionalhook=True)  # an xdist hook
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`make test` runs pytest on two workers (``-n 2``): every module that needs an engine goes to one
+    worker, in the order of ``pytest_collection_modifyitems`` (single node, then cluster), so the
+    session's node and cluster start once; every other module goes whole to whichever worker is free
+    (its module fixtures built once). The engine's share, the longest, is sent first.
+
+    A scheduler of our own because pytest-xdist 3.8's ``--dist loadgroup`` groups nothing under
+    pytest 9.2 (it renames ``item._nodeid``, which pytest 9.2 no longer reads for ``nodeid``)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class EngineModulesTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return "engine" if uses_an_engine(Path(config.rootpath, module)) else module
+
+    config.option.loadscopereorder = False  # the collection's order: the engine's modules first
+    return EngineModulesTogether(config, log)
