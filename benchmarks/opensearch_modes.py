@@ -135,7 +135,7 @@ def search_runs(url: str, sidecar_url: str, window: int, queries: int, warmup: i
     from es_plugin_bridge.data.questions import question_from_text
     from es_plugin_bridge.elastic.connection import Connection, cluster_info
     from es_plugin_bridge.elastic.engine import open_engine
-    from es_plugin_bridge.elastic.mode_factory import make_mode
+    from es_plugin_bridge.elastic.modes.factory import make_mode
     from es_plugin_bridge.elastic.setup import read_meta
     from es_plugin_bridge.engines.registry import EngineContext
     from es_plugin_bridge.text import Preprocessor

@@ -474,7 +474,7 @@ def open_system(es: str, sidecar_url: str, mode: str | None, knn: str, window: i
     """One client's search function for a system of :data:`SYSTEMS` (its own connection and mode)."""
     from es_plugin_bridge.bridge.sidecar_target import SidecarTarget
     from es_plugin_bridge.elastic.connection import Connection
-    from es_plugin_bridge.elastic.mode_factory import open_mode
+    from es_plugin_bridge.elastic.modes.factory import open_mode
 
     client = Connection(url=es, timeout=es_timeout).client()
     searcher = open_mode(client, SERVING_INDEX, mode or "bridge", "bm25", window=window,

@@ -15,7 +15,7 @@ import pytest
 
 PROBE = r"""
 import sys, threading
-from es_plugin_bridge.elastic.mode_registry import mode_spec
+from es_plugin_bridge.elastic.modes import mode_spec
 from es_plugin_bridge.engines.registry import engine_names
 from es_plugin_bridge.rankers import available
 

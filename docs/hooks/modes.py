@@ -19,7 +19,7 @@ def _cell(text: str) -> str:
 
 def render() -> str:
     """The Markdown table of every registered mode."""
-    from es_plugin_bridge.elastic.mode_registry import mode_names, mode_spec
+    from es_plugin_bridge.elastic.modes import mode_names, mode_spec
 
     lines = ["| mode | who calls the sidecar | " + " | ".join(ENGINES.values()) + " | ranker it gives |",
              "| --- | --- | " + " | ".join("---" for _ in ENGINES) + " | --- |"]

@@ -24,7 +24,7 @@ from es_plugin_bridge.cli.es_options import (
 )
 from es_plugin_bridge.cli.query_text import query_text
 from es_plugin_bridge.core.fusion import FIRST_STAGES
-from es_plugin_bridge.elastic.mode_registry import mode_names
+from es_plugin_bridge.elastic.modes import mode_names
 from es_plugin_bridge.errors import UserError
 
 DEFAULT_INDEX = "esrerank-questions"
@@ -284,7 +284,7 @@ def search_command(
 ) -> None:
     """Search QUERY in the index, reranked in the given mode."""
     from es_plugin_bridge.data.questions import question_from_text
-    from es_plugin_bridge.elastic.mode_factory import open_mode
+    from es_plugin_bridge.elastic.modes.factory import open_mode
 
     text = query_text(query)
     if not text.strip():

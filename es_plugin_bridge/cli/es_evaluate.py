@@ -19,7 +19,7 @@ import click
 from es_plugin_bridge.cli.es_options import pop_connection, sidecar_click_options, sidecar_target
 from es_plugin_bridge.cli.evaluate import evaluate
 from es_plugin_bridge.cli.interrupts import signals_interrupt
-from es_plugin_bridge.elastic.mode_registry import mode_names, mode_spec
+from es_plugin_bridge.elastic.modes import mode_names, mode_spec
 
 EXTRA = [
     click.Option(

@@ -326,7 +326,7 @@ class ClusterInfo:
 
     def require(self, mode: str) -> None:
         """UserError naming the version or licence a mode needs when this cluster lacks it."""
-        from es_plugin_bridge.elastic.mode_registry import mode_names
+        from es_plugin_bridge.elastic.modes import mode_names
 
         if name_is_mode(mode) and mode not in mode_names(self.engine):
             raise UserError(f"mode {mode} does not run on {self.name}; its modes: "
@@ -357,7 +357,7 @@ def _version_ok(have: tuple[int, int, int], need: dict[int, tuple[int, int]]) ->
 ENTERPRISE_LICENCES = frozenset({"trial", "enterprise"})
 
 #: What the two features that are not modes need; a mode's own needs are in its registry entry
-#: (``es_plugin_bridge.elastic.mode_registry``), read by :func:`requirements`.
+#: (``es_plugin_bridge.elastic.modes``), read by :func:`requirements`.
 FEATURE_REQUIREMENTS: dict[str, dict[str, Any]] = {
     # allow_rerank_failures on text_similarity_reranker: 8.19 / 9.1 (TextSimilarityRankRetrieverBuilder)
     "native-allow-failures": {
@@ -383,7 +383,7 @@ def requirements(name: str, engine: str = ELASTICSEARCH) -> Mapping[str, Any]:
     cluster."""
     if name in FEATURE_REQUIREMENTS:
         return FEATURE_REQUIREMENTS[name]
-    from es_plugin_bridge.elastic.mode_registry import mode_spec
+    from es_plugin_bridge.elastic.modes import mode_spec
 
     return mode_spec(name).requirements(engine)
 

@@ -21,44 +21,6 @@ from es_plugin_bridge.elastic.setup import IndexMeta
 from es_plugin_bridge.errors import UserError
 
 
-def prepare_native(client: Any, index: str, meta: IndexMeta, sidecar_url: str, token: str | None,
-                   cluster: ClusterInfo, stack: RunCleanup) -> IndexMeta:
-    """Mode ``native``: the run's inference endpoints (one per first stage), deleted after the run."""
-    from es_plugin_bridge.elastic.setup import register_endpoints
-
-    endpoints, why = register_endpoints(client, index, meta, sidecar_url, token, cluster)
-    if why:
-        raise UserError(why)
-    for endpoint in endpoints.values():
-        stack.remove(f"inference endpoint {endpoint}", "DELETE", f"/_inference/{endpoint}?force=true",
-                     call, f"deleting {endpoint}", client.options(ignore_status=404).inference.delete,
-                     inference_id=endpoint, force=True)
-    return replace(meta, inference=endpoints)
-
-
-def prepare_rerank(client: Any, index: str, meta: IndexMeta, sidecar_url: str, token: str | None,
-                   cluster: ClusterInfo, stack: RunCleanup) -> IndexMeta:
-    """Mode ``rerank`` (OpenSearch): the run's connector, model and search pipeline, removed after it
-    in this order (ml-commons refuses to delete a deployed model, and a connector a model uses)."""
-    from es_plugin_bridge.elastic.opensearch_rerank import register_rerank
-
-    registered = register_rerank(client, index, sidecar_url, token)
-    model, connector = registered["model_id"], registered["connector_id"]
-    pipeline = registered["search_pipeline"]
-    ml = client.raw.plugins.ml
-    steps = [("DELETE", f"/_search/pipeline/{pipeline}", f"search pipeline {pipeline}",
-              client.raw.search_pipeline.delete, {"id": pipeline}),
-             ("POST", f"/_plugins/_ml/models/{model}/_undeploy", f"deployment of model {model}",
-              ml.undeploy_model, {"model_id": model}),
-             ("DELETE", f"/_plugins/_ml/models/{model}", f"model {model}",
-              ml.delete_model, {"model_id": model}),
-             ("DELETE", f"/_plugins/_ml/connectors/{connector}", f"connector {connector}",
-              ml.delete_connector, {"connector_id": connector})]
-    for method, path, what, fn, kwargs in reversed(steps):  # the stack removes the last registered first
-        stack.remove(what, method, path, fn, **kwargs)
-    return replace(meta, search_pipeline=registered["search_pipeline"])
-
-
 def computed_by(rankers: list[str], mode_ranker: str) -> dict[str, str]:
     """Where each ranker of an ``es evaluate`` run is computed: the first stages (every similarity) search
     the run's index and the mode gives its own ranker (``engine``); ``given`` is the data's order
@@ -96,8 +58,8 @@ class EsEvaluationRun:
     def __call__(self, stack: ExitStack, params: Any, model_dir: Path | None, progress: bool) -> Any:
         """``(engine factory, ranker options, after-run step)`` for ``evaluation.task_run.run_task``."""
         from es_plugin_bridge.elastic.connection import cluster_info
-        from es_plugin_bridge.elastic.mode_factory import refuse_without_vectors
-        from es_plugin_bridge.elastic.mode_registry import mode_spec
+        from es_plugin_bridge.elastic.modes import mode_spec
+        from es_plugin_bridge.elastic.modes.factory import refuse_without_vectors
         from es_plugin_bridge.elastic.setup import check_sidecar, meta_for_model
         from es_plugin_bridge.elastic.sidecar_embedder import SidecarEmbedder
         from es_plugin_bridge.serving.model_dir import ModelDirectory
@@ -119,7 +81,7 @@ class EsEvaluationRun:
             cleanup.remove(f"index {index}", "DELETE", f"/{index}", call, f"deleting {index}",
                            client.options(ignore_status=404).indices.delete, index=index)
         spec = mode_spec(self.mode)
-        prepare = spec.load_prepare()
+        prepare = spec.prepare
         if prepare is not None:
             meta = prepare(client, index, meta, self.sidecar_from_es or self.sidecar.url, self.sidecar.token,
                            cluster, cleanup)
@@ -146,7 +108,7 @@ class EsEvaluationRun:
                                                         cleanup=stack, options=options))
 
     def _ranker_factory(self, meta: IndexMeta, cluster: ClusterInfo, made: list[Any]) -> Any:
-        from es_plugin_bridge.elastic.mode_factory import make_mode
+        from es_plugin_bridge.elastic.modes.factory import make_mode
         from es_plugin_bridge.elastic.ranker import ModeRanker
 
         def fused(context: Any) -> Any:
@@ -159,7 +121,7 @@ class EsEvaluationRun:
 
     def _after(self, result: Any, client: Any, cluster: ClusterInfo, index: str, made: list[Any]) -> None:
         """Notes on the run (fallbacks, the cluster) and its per-query results in the results index."""
-        from es_plugin_bridge.elastic.mode_registry import mode_spec
+        from es_plugin_bridge.elastic.modes import mode_spec
         from es_plugin_bridge.elastic.results_index import index_results, results_documents, results_run_id
 
         for ranker in made:

@@ -1,7 +1,7 @@
 """ml-commons calls that every sidecar model ``es setup`` registers on OpenSearch shares: trusting the
 sidecar's URL, creating an HTTP connector, registering a remote model and waiting until it is deployed.
 
-The rerank model (``elastic/opensearch_rerank.py``) and the two embedding models of the ingest pipeline
+The rerank model (``elastic/modes/rerank.py``) and the two embedding models of the ingest pipeline
 (``elastic/opensearch_ingest.py``) differ only in their connector's body; the steps, and their rules
 found on ml-commons 2.19.1, are here once:
 

@@ -175,7 +175,7 @@ def provision_opensearch(client: Any, cluster: ClusterInfo, index: str, meta: In
     user's index, copied or extended in place through that pipeline (OpenSearch embeds them: neural-search
     is there on any licence); a model without vectors gets a scripts-only pipeline for ``text`` and
     ``rerank_text``."""
-    from es_plugin_bridge.elastic.opensearch_rerank import register_rerank
+    from es_plugin_bridge.elastic.modes.rerank import register_rerank
 
     theirs, index, meta = _user_source(client, source, index, meta)
     if no_vectors:
@@ -258,7 +258,7 @@ def _opensearch_embeds_line(meta: IndexMeta) -> str:
 def _opensearch_mode_lines(cluster: ClusterInfo, meta: IndexMeta, pipeline: str) -> list[str]:
     """One line per mode on OpenSearch: ready (and how), or unavailable and why; then the modes that run
     on Elasticsearch only (from the registry)."""
-    from es_plugin_bridge.elastic.mode_registry import mode_names, vector_modes
+    from es_plugin_bridge.elastic.modes import mode_names, vector_modes
 
     no_vectors = meta.no_vectors_reason
     lines = [_opensearch_embeds_line(meta)] if no_vectors is None or meta.embedding else []

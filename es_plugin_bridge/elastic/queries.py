@@ -13,10 +13,9 @@ Exactness (docs/elasticsearch.md): every mode ends in the product's ``fused`` or
 from __future__ import annotations
 
 import copy
+import importlib
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
-
-from elasticsearch.dsl import query as Q
 
 from es_plugin_bridge.core.features import feature_key
 from es_plugin_bridge.elastic.mappings import BOW_FIELD, FIELDS, RERANK_FIELD, VECTOR_FIELD
@@ -24,6 +23,17 @@ from es_plugin_bridge.engines.query_terms import MAX_QUERY_TERMS, query_terms
 from es_plugin_bridge.errors import UserError
 
 Body = dict[str, Any]
+
+
+class _Dsl:
+    """``elasticsearch.dsl.query``, imported on the first query built: the modes' modules import this
+    one, and listing the modes (``--help``) must not load the Elasticsearch client."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(importlib.import_module("elasticsearch.dsl.query"), name)
+
+
+Q: Any = _Dsl()
 
 
 def first_stage_query(
@@ -235,7 +245,7 @@ def basic_query_weight(beta_first_stage: float, scores: Sequence[float]) -> floa
     return float(beta_first_stage) / spread if spread > 0 else 0.0
 
 
-# -- the hybrid modes' requests (elastic/hybrid.py) -------------------------------------------------
+# -- the hybrid modes' requests (elastic/modes/hybrid.py) -------------------------------------------------
 
 #: ``_name`` of the first stage in step 2; its score comes back in ``matched_queries``.
 FIRST_STAGE_NAME = "esrerank_first_stage"

@@ -117,7 +117,7 @@ def _check(engine: str, mode: str) -> None:
     engines = engine_names()
     if engine not in engines:
         raise UserError(f"results: engine {engine!r} is not one of {', '.join(engines)}")
-    from es_plugin_bridge.elastic.mode_registry import mode_names
+    from es_plugin_bridge.elastic.modes import mode_names
 
     modes = (*mode_names(), NO_MODE)
     if mode not in modes:

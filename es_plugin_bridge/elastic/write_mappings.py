@@ -34,8 +34,8 @@ COMPOSE_SIDECAR = "http://sidecar:8080"  # the sidecar service of docker/docker-
 
 def bodies() -> dict[str, Any]:
     """Every body by file name."""
-    from es_plugin_bridge.elastic.hybrid import example_bodies as hybrid_examples
     from es_plugin_bridge.elastic.ingest_pipeline import embedding_endpoint, pipeline_body
+    from es_plugin_bridge.elastic.modes.hybrid import example_bodies as hybrid_examples
 
     tokens = Preprocessor().tokens(EXAMPLE_QUERY)
     vector = [round(DIMENSION**-0.5, 6)] * DIMENSION  # a unit vector (cosine needs a non-zero one)

@@ -335,7 +335,7 @@ def test_basic_licence_runs_vectors_and_bridge_and_refuses_native(basic, sidecar
     assert code == 2 and "enterprise or trial licence" in err
 
 
-# --- modes hybrid and hybrid-rrf (es_plugin_bridge/elastic/hybrid.py) ------------------------------
+# --- modes hybrid and hybrid-rrf (es_plugin_bridge/elastic/modes/hybrid.py) ------------------------------
 
 VAL_PAIRS = ROOT / "es_plugin_bridge" / "samples" / "askubuntu-pairs" / "val.tsv"
 

@@ -311,7 +311,7 @@ def test_hybrid_rrf_lets_elasticsearch_embed_the_query(recorder):  # noqa: F811 
     from es_recorder import es_client
 
     from es_plugin_bridge.elastic.engine import ElasticsearchFirstStage
-    from es_plugin_bridge.elastic.hybrid import HybridRrfMode
+    from es_plugin_bridge.elastic.modes.hybrid import HybridRrfMode
 
     rec, url = recorder
     rec.answers[("POST", "/forum/_search")] = {"hits": {"hits": [{"_id": "a", "_score": 0.03}]}}

@@ -1,4 +1,4 @@
-"""Modes ``hybrid`` and ``hybrid-rrf`` (es_plugin_bridge/elastic/hybrid.py), checked without a cluster.
+"""Modes ``hybrid`` and ``hybrid-rrf`` (es_plugin_bridge/elastic/modes/hybrid.py), checked without a cluster.
 
 - Shapes: every body against the Elasticsearch specification's classes (``tests/tools/
   es_spec_shapes.json``, written by ``tests/tools/es_spec_shapes.py`` from
@@ -32,11 +32,11 @@ from painless_as_python import painless_as_python
 from es_plugin_bridge.bridge.sidecar_target import SidecarTarget
 from es_plugin_bridge.data.spec import read_spec
 from es_plugin_bridge.data.types import Question, RankingQuery
-from es_plugin_bridge.elastic import hybrid, mappings, queries
+from es_plugin_bridge.elastic import mappings, queries
 from es_plugin_bridge.elastic.connection import ClusterInfo
 from es_plugin_bridge.elastic.engine import ElasticsearchFirstStage
-from es_plugin_bridge.elastic.mode_factory import make_mode
-from es_plugin_bridge.elastic.mode_registry import mode_names
+from es_plugin_bridge.elastic.modes import hybrid, mode_names
+from es_plugin_bridge.elastic.modes.factory import make_mode
 from es_plugin_bridge.elastic.setup import IndexMeta
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.evaluation.retrieval import duplicate_queries

@@ -38,8 +38,8 @@ from es_plugin_bridge.bridge.sidecar_target import SidecarTarget
 from es_plugin_bridge.data.spec import read_spec
 from es_plugin_bridge.elastic import mappings
 from es_plugin_bridge.elastic.connection import ClusterInfo
-from es_plugin_bridge.elastic.mode_factory import make_mode
-from es_plugin_bridge.elastic.mode_registry import vector_modes
+from es_plugin_bridge.elastic.modes import vector_modes
+from es_plugin_bridge.elastic.modes.factory import make_mode
 from es_plugin_bridge.elastic.provision import FromIndex, provision
 from es_plugin_bridge.elastic.setup import FIRST_STAGES, IndexMeta, meta_for_model
 from es_plugin_bridge.errors import UserError

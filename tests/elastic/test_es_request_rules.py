@@ -215,7 +215,7 @@ def test_the_two_basic_licence_calls_read_the_same_shard_copies(recorder):
     second: both carry one ``preference`` string, so both read the same copies (``preference`` routes a
     search to the same shard copies for the same string: ``OperationRouting``)."""
     from es_plugin_bridge.elastic.engine import ElasticsearchFirstStage
-    from es_plugin_bridge.elastic.modes import VectorsMode
+    from es_plugin_bridge.elastic.modes.vectors import VectorsMode
 
     rec, url = recorder
     hits = {"hits": {"hits": [{"_id": "a", "_score": 3.0}, {"_id": "b", "_score": 1.0}]}}

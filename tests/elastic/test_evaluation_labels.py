@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from es_plugin_bridge.elastic.evaluation_run import computed_by
-from es_plugin_bridge.elastic.mode_registry import mode_names, mode_spec
+from es_plugin_bridge.elastic.modes import mode_names, mode_spec
 from es_plugin_bridge.evaluation.results import RankerResult, TaskResult
 
 ASKED = ["given", "bm25", "lmdirichlet", "model", "fused", "hybrid"]

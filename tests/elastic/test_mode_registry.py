@@ -19,14 +19,14 @@ import pytest
 from es_plugin_bridge.cli.es import search_command
 from es_plugin_bridge.cli.es_evaluate import EXTRA
 from es_plugin_bridge.elastic.connection import ClusterInfo
-from es_plugin_bridge.elastic.mode_factory import refuse_without_vectors
-from es_plugin_bridge.elastic.mode_registry import (
+from es_plugin_bridge.elastic.modes import (
     ModeSpec,
     mode_names,
     mode_spec,
     register_mode,
     vector_modes,
 )
+from es_plugin_bridge.elastic.modes.factory import refuse_without_vectors
 from es_plugin_bridge.errors import UserError
 
 MODES = mode_names()
@@ -48,7 +48,9 @@ def test_every_place_that_names_modes_has_this_one(mode):
     evaluated = next(o for o in EXTRA if o.name == "mode").type.choices
     assert mode in searched and mode in evaluated
     spec = mode_spec(mode)
-    assert callable(spec.load())  # its builder exists where its entry says
+    package, module = spec.builder.__module__.rsplit(".", 1)  # built by the mode's own module
+    assert package == "es_plugin_bridge.elastic.modes" and module not in ("base", "factory")
+    assert spec.prepare is None or spec.prepare.__module__ == spec.builder.__module__
     for engine in spec.engines:  # the requirement table knows it: each engine's newest cluster runs it
         newest = ClusterInfo((9, 5, 0), "trial", True) if engine == "elasticsearch" else \
             ClusterInfo((2, 19, 1), "apache-2.0", True, "opensearch")
@@ -90,15 +92,28 @@ def test_an_unknown_mode_is_one_line_naming_the_known_ones():
 
 def test_a_name_cannot_be_registered_twice():
     with pytest.raises(ValueError, match="mode 'bridge' is registered twice"):
-        register_mode(ModeSpec("bridge", "x:y", "again"))
+        register_mode(ModeSpec("bridge", print, "again"))
 
 
-TOY_MODE = '''"""Mode ``toy``: a test's mode, one module and nothing else edited."""
+TOY_MODE = '''"""Mode ``toy``: a test's mode, one module and nothing else edited: the first stage's order."""
 
-from es_plugin_bridge.elastic.mode_registry import ModeSpec, register_mode
+from es_plugin_bridge.elastic.modes import ModeSpec, register_mode
+from es_plugin_bridge.elastic.modes.base import Mode, ModeResult
+
+
+class ToyMode(Mode):
+    name = "toy"
+
+    def rank(self, ask, timings):
+        return ModeResult(self.stage.search(ask.query, ask.k, set(ask.exclude or ())), False)
+
+
+def build_toy(stage, meta, options):
+    return ToyMode(stage, meta.beta(stage.similarity), options.window)
+
 
 register_mode(ModeSpec(
-    "toy", "es_plugin_bridge.elastic.mode_factory:build_bridge", "the toy mode",
+    "toy", build_toy, "the toy mode",
     engines=("opensearch",), order=6, ranker="fused", sidecar="the toy client",
     requires={"opensearch": {"version": {2: (2, 17)}, "version_text": "2.17+"}}))
 '''
@@ -106,32 +121,44 @@ LIST_MODES = '''
 import json, subprocess, sys
 from click.testing import CliRunner
 from es_plugin_bridge.cli.main import cli
-from es_plugin_bridge.elastic import mode_registry
+from es_plugin_bridge.elastic import modes as mode_registry
 sys.path.insert(0, sys.argv[1])
-import modes
+import modes as docs_modes
 helps = {c: CliRunner().invoke(cli, ["es", c, "--help"], terminal_width=200).output
          for c in ("search", "evaluate")}
 print(json.dumps({"file": mode_registry.__file__, "modes": mode_registry.mode_names(),
                   "opensearch": mode_registry.mode_names("opensearch"), "help": helps,
-                  "table": modes.render()}))
+                  "table": docs_modes.render(),
+                  "builder": mode_registry.mode_spec("toy").builder.__module__}))
 '''
 
 
 def test_a_mode_is_one_module(tmp_path):
-    """One file dropped into a copy of ``elastic/mode_registry``, nothing else edited: both commands'
+    """One file dropped into a copy of ``elastic/modes``, nothing else edited: both commands'
     ``--mode`` choices offer it, the registry lists it for its engine, and the docs' generated modes
     table (``docs/hooks/modes.py``) has its row."""
     import es_plugin_bridge
 
     package = Path(es_plugin_bridge.__file__).parent
     shutil.copytree(package, tmp_path / package.name, ignore=shutil.ignore_patterns("samples", "__pycache__"))
-    (tmp_path / package.name / "elastic" / "mode_registry" / "toy.py").write_text(TOY_MODE, encoding="utf-8")
+    (tmp_path / package.name / "elastic" / "modes" / "toy.py").write_text(TOY_MODE, encoding="utf-8")
     hooks = Path(__file__).resolve().parents[2] / "docs" / "hooks"
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
     out = subprocess.run([sys.executable, "-c", LIST_MODES, str(hooks)], capture_output=True, text=True,
                          check=True, timeout=120, cwd=tmp_path, env=env)
     got = json.loads(out.stdout.strip().splitlines()[-1])
-    assert got["file"].startswith(str(tmp_path))
+    assert got["file"].startswith(str(tmp_path)) and got["builder"] == "es_plugin_bridge.elastic.modes.toy"
     assert got["modes"] == [*MODES, "toy"] and got["opensearch"][-1] == "toy"
     assert all("toy" in text.split("--mode", 1)[1].split("\n  --", 1)[0] for text in got["help"].values())
     assert "| `toy` | the toy client | — | 2.17+, any licence | `fused` |" in got["table"].splitlines()
+
+
+def test_listing_the_modes_loads_no_search_client():
+    """Every mode's module is imported to list the modes (``--help`` of every ``es`` command), so a
+    module's own imports must stay cheap: neither client (0.5 s and 900 modules) is loaded until a
+    request body is built (``queries`` loads ``elasticsearch.dsl`` then)."""
+    code = ("import sys; from es_plugin_bridge.elastic.modes import mode_names, mode_spec; "
+            "names = mode_names(); [mode_spec(n).builder for n in names]; "
+            "print(len(names), sorted(m for m in ('elasticsearch', 'opensearchpy') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.split() == [str(len(MODES)), "[]"]

@@ -17,7 +17,8 @@ import json
 import pytest
 
 from es_plugin_bridge.bridge.sidecar_target import SidecarTarget
-from es_plugin_bridge.elastic import hybrid, mappings, opensearch_dsl, queries
+from es_plugin_bridge.elastic import mappings, opensearch_dsl, queries
+from es_plugin_bridge.elastic.modes import hybrid
 
 TOKENS = ["how", "do", "i", "upgrade", "to", "12.04"]
 BETA = {"first_stage": 0.35, "bow": 0.15, "neural": 0.5}
@@ -122,7 +123,7 @@ def test_what_opensearch_cannot_read_is_refused():
 def test_on_opensearch_vectors_takes_two_calls_and_hybrid_rrf_fuses_in_the_client():
     from es_plugin_bridge.elastic.connection import ClusterInfo
     from es_plugin_bridge.elastic.engine import ElasticsearchFirstStage
-    from es_plugin_bridge.elastic.mode_factory import make_mode
+    from es_plugin_bridge.elastic.modes.factory import make_mode
     from es_plugin_bridge.elastic.setup import IndexMeta
 
     cluster = ClusterInfo((2, 19, 1), "apache-2.0", True, "opensearch")

@@ -256,9 +256,10 @@ def test_the_docs_walk_through_the_same_files():
 
 
 def test_es_setup_sends_the_bodies_apply_sends():
-    """``es setup`` on OpenSearch (``elastic/opensearch_rerank.py``) and apply.py send the same
+    """``es setup`` on OpenSearch (``elastic/modes/rerank.py``) and apply.py send the same
     connector, pipeline and trusted-URL pattern: the files here are the one description of them."""
-    from es_plugin_bridge.elastic import opensearch_ml, opensearch_rerank
+    from es_plugin_bridge.elastic import opensearch_ml
+    from es_plugin_bridge.elastic.modes import rerank as opensearch_rerank
 
     url = "http://sidecar:8080"
     assert opensearch_rerank.connector_body(url, TOKEN) == apply.render("connector.json", SIDECAR_URL=url,

@@ -50,8 +50,8 @@ from es_commands import TITLES, assert_stored_as_embedded, common, embeddings, r
 
 from es_plugin_bridge.data.spec import read_spec
 from es_plugin_bridge.data.types import Question
+from es_plugin_bridge.elastic.modes.rerank import trusted_url_regex
 from es_plugin_bridge.elastic.opensearch_ingest import embed_url_regex
-from es_plugin_bridge.elastic.opensearch_rerank import trusted_url_regex
 from es_plugin_bridge.evaluation.retrieval import duplicate_queries
 from es_plugin_bridge.local_http import free_port
 

@@ -56,18 +56,17 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Collection, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from es_plugin_bridge.core.fusion import minmax
-from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.elastic import queries
 from es_plugin_bridge.elastic.connection import ClusterInfo, call
 from es_plugin_bridge.elastic.dialect import display_name, engine_of_client
-from es_plugin_bridge.elastic.engine import ElasticsearchFirstStage
 from es_plugin_bridge.elastic.mappings import rerank_text
-from es_plugin_bridge.elastic.modes import Mode, ModeOptions, ModeResult
+from es_plugin_bridge.elastic.modes import ModeSpec, register_mode
+from es_plugin_bridge.elastic.modes.base import Ask, Mode, ModeOptions, ModeResult, hits_of
 from es_plugin_bridge.elastic.queries import (
     FIRST_STAGE_NAME,
     RANK_CONSTANT,
@@ -78,9 +77,12 @@ from es_plugin_bridge.elastic.queries import (
     rrf_retriever,
     union_search,
 )
-from es_plugin_bridge.elastic.setup import IndexMeta
 from es_plugin_bridge.elastic.sidecar_embedder import SidecarEmbedder
 from es_plugin_bridge.errors import UserError
+
+if TYPE_CHECKING:
+    from es_plugin_bridge.elastic.engine import ElasticsearchFirstStage
+    from es_plugin_bridge.elastic.setup import IndexMeta
 
 Body = dict[str, Any]
 Hits = list[tuple[str, float]]
@@ -256,27 +258,18 @@ class HybridMode(_WindowsMode):
 
     name = "hybrid"
 
-    def search(
-        self,
-        query: Question,
-        k: int,
-        *,
-        only: Collection[str] | None = None,
-        exclude: Collection[str] | None = None,
-    ) -> ModeResult:
+    def rank(self, ask: Ask, timings: dict[str, float]) -> ModeResult:
         """``only`` (rerank a candidate list): the union is the candidates, i.e. ``fused`` over them."""
-        window = max(k, self.window)
-        timings: dict[str, float] = {}
-        embedding = self._embed(query, timings)
-        vector, tokens = embedding["vector"], self.stage.tokens(query)
+        embedding = self._embed(ask.query, timings)
+        vector, tokens = embedding["vector"], self.stage.tokens(ask.query)
         request: dict[str, Any] = {}
-        if only is not None:
-            union = [doc for doc in dict.fromkeys(only) if not exclude or doc not in exclude]
+        if ask.only is not None:
+            union = [doc for doc in dict.fromkeys(ask.only) if not ask.exclude or doc not in ask.exclude]
         else:
-            lists, request["msearch"] = self._windows(tokens, vector, window, None, exclude, timings)
+            lists, request["msearch"] = self._windows(tokens, vector, ask.window, None, ask.exclude, timings)
             union = list(dict.fromkeys(doc for part in lists.values() for doc, _ in part))
         if not union:
-            return ModeResult([], True, timings_ms=timings, request=request)
+            return ModeResult([], True, request=request)
         rest = queries.rest_of_fused(vector, embedding["terms"], self.beta, self.neural_similarity)
         body = self._body(union_search(self.stage.similarity, tokens, union, rest))
         request["search"] = body
@@ -291,8 +284,8 @@ class HybridMode(_WindowsMode):
             **_client_kwargs(body),
         )
         timings["search"] = 1000 * (time.perf_counter() - start)
-        hits = fuse_union(union, answer["hits"]["hits"], self.beta["first_stage"], k)
-        return ModeResult(hits, True, timings_ms=timings, request=request)
+        hits = fuse_union(union, answer["hits"]["hits"], self.beta["first_stage"], ask.k)
+        return ModeResult(hits, True, request=request)
 
 
 class HybridRrfMode(_WindowsMode):
@@ -318,39 +311,30 @@ class HybridRrfMode(_WindowsMode):
         self.rank_constant = rank_constant
         self.embed_endpoint = embed_endpoint
 
-    def search(
-        self,
-        query: Question,
-        k: int,
-        *,
-        only: Collection[str] | None = None,
-        exclude: Collection[str] | None = None,
-    ) -> ModeResult:
-        window = max(k, self.window)
-        timings: dict[str, float] = {}
-        tokens = self.stage.tokens(query)
-        rrf = {"similarity": self.stage.similarity, "tokens": tokens, "window": window, "knn": self.knn,
+    def rank(self, ask: Ask, timings: dict[str, float]) -> ModeResult:
+        tokens = self.stage.tokens(ask.query)
+        rrf = {"similarity": self.stage.similarity, "tokens": tokens, "window": ask.window, "knn": self.knn,
                "neural_similarity": self.neural_similarity, "rank_constant": self.rank_constant,
-               "only": only, "exclude": exclude}
+               "only": ask.only, "exclude": ask.exclude}
         if self.in_elasticsearch and self.knn == "hnsw" and self.embed_endpoint and tokens:
             # Elasticsearch embeds the query through the index's text_embedding endpoint (the text goes
             # through the endpoint's template: rerank_text writes ${ as &#36;{)
-            builder = {"text_embedding": {"model_id": self.embed_endpoint, "model_text": rerank_text(query)}}
-            return self._in_elasticsearch(k, rrf_retriever(**rrf, vector=[], vector_builder=builder), timings)
-        embedding = self._embed(query, timings)
+            builder = {"text_embedding": {"model_id": self.embed_endpoint,
+                                          "model_text": rerank_text(ask.query)}}
+            return self._in_elasticsearch(ask.k, rrf_retriever(**rrf, vector=[], vector_builder=builder),
+                                          timings)
+        embedding = self._embed(ask.query, timings)
         vector = embedding["vector"]
         if self.in_elasticsearch and tokens and self._searchable(vector):
-            return self._in_elasticsearch(k, rrf_retriever(**rrf, vector=vector), timings)
-        lists, lines = self._windows(tokens, vector, window, only, exclude, timings)
-        hits = rrf_fuse([lists["first_stage"], lists["dense"]], k, self.rank_constant)
-        return ModeResult(hits, True, timings_ms=timings, request={"msearch": lines})
-
+            return self._in_elasticsearch(ask.k, rrf_retriever(**rrf, vector=vector), timings)
+        lists, lines = self._windows(tokens, vector, ask.window, ask.only, ask.exclude, timings)
+        hits = rrf_fuse([lists["first_stage"], lists["dense"]], ask.k, self.rank_constant)
+        return ModeResult(hits, True, request={"msearch": lines})
 
     def _in_elasticsearch(self, k: int, retriever: Body, timings: dict[str, float]) -> ModeResult:
         """One search with the ``rrf`` retriever: Elasticsearch fuses both lists."""
         answer, timings["search"] = self._search(k, retriever=retriever, preference=self.preference)
-        hits = [(h["_id"], float(h["_score"])) for h in answer["hits"]["hits"]]
-        return ModeResult(hits, True, timings_ms=timings, request={"retriever": retriever})
+        return ModeResult(hits_of(answer), True, request={"retriever": retriever})
 
 
 def rrf_in_elasticsearch(cluster: ClusterInfo) -> bool:
@@ -393,3 +377,29 @@ def build_hybrid_rrf(stage: ElasticsearchFirstStage, meta: IndexMeta, options: M
     return HybridRrfMode(stage, {}, options.window, embedder, meta.neural_similarity, options.knn,
                          in_elasticsearch=rrf_in_elasticsearch(options.cluster),
                          embed_endpoint=meta.embedding.get("text_embedding"))
+
+
+register_mode(ModeSpec(
+    "hybrid", build_hybrid,
+    "first stage and vectors, fused with β",
+    engines=("elasticsearch", "opensearch"), needs_vectors=True,
+    requires={
+        # include_named_queries_score (8.8.0: rest-api-spec search named_queries test); any licence
+        "elasticsearch": {"version": {8: (8, 8), 9: (9, 0)}, "version_text": "8.8+"},
+        # include_named_queries_score: OpenSearch PR #11626, first released in 2.13 (RestSearchAction,
+        # SearchHit.toInnerXContent reads the URL parameter)
+        "opensearch": {"version": {2: (2, 13)}, "version_text": "2.13+"},
+    },
+    ranker="hybrid", order=3,
+    sidecar="the client, once per query (`/v1/encode`); candidates from the first stage **and** the "
+            "vectors' window, scored with β inside the engine"))
+register_mode(ModeSpec(
+    "hybrid-rrf", build_hybrid_rrf,
+    "first stage and vectors, reciprocal-rank fusion",
+    # rrf retriever on enterprise/trial 8.16+, else (and on OpenSearch, which has no rrf retriever) the
+    # client fuses the two windows: any licence
+    engines=("elasticsearch", "opensearch"), needs_vectors=True, ranker="hybrid-rrf", order=4,
+    sidecar="the client, once per query (`/v1/encode`); the same two windows merged by reciprocal rank",
+    support={"elasticsearch": "any licence (the client fuses); the `rrf` retriever fuses in one call on "
+                              "8.16+, enterprise or trial licence",
+             "opensearch": "any 2.x with the k-NN plugin (the client fuses)"}))

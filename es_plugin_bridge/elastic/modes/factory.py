@@ -1,19 +1,17 @@
 """``make_mode``: the one place that builds a mode by name over a first stage, with the index meta's β
-for it, through the mode's registry entry (``elastic.mode_registry``); and the builders of the modes
-``native``, ``vectors`` and ``bridge`` (the hybrid modes' are in ``elastic.hybrid``).
+for it, through the mode's registry entry (each mode's module holds its builder); ``open_mode``: the
+same over an existing index.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from es_plugin_bridge.bridge.sidecar_client import SidecarClient
 from es_plugin_bridge.bridge.sidecar_target import SidecarTarget
 from es_plugin_bridge.elastic.engine import ElasticsearchFirstStage
-from es_plugin_bridge.elastic.mode_registry import mode_spec, vector_modes
-from es_plugin_bridge.elastic.modes import BridgeMode, Mode, ModeOptions, NativeMode, VectorsMode
+from es_plugin_bridge.elastic.modes import mode_spec, vector_modes
+from es_plugin_bridge.elastic.modes.base import Mode, ModeOptions
 from es_plugin_bridge.elastic.setup import IndexMeta, read_meta
-from es_plugin_bridge.elastic.sidecar_embedder import SidecarEmbedder
 from es_plugin_bridge.errors import UserError
 
 
@@ -36,36 +34,7 @@ def make_mode(mode: str, stage: ElasticsearchFirstStage, meta: IndexMeta, **opti
     built = ModeOptions(**options)
     refuse_without_vectors(mode, meta)
     built.cluster.require(mode)
-    return spec.load()(stage, meta, built)
-
-
-def build_native(stage: ElasticsearchFirstStage, meta: IndexMeta, options: ModeOptions) -> Mode:
-    endpoint = meta.inference.get(stage.similarity)
-    if endpoint is None:
-        raise UserError(
-            f"index {stage.index} has no inference endpoint for {stage.similarity}; run "
-            "`esrerank es setup` against a cluster that supports mode native"
-        )
-    if options.allow_rerank_failures:
-        options.cluster.require("native-allow-failures")
-    return NativeMode(stage, meta.beta(stage.similarity), options.window, endpoint,
-                      options.allow_rerank_failures)
-
-
-def build_vectors(stage: ElasticsearchFirstStage, meta: IndexMeta, options: ModeOptions) -> Mode:
-    if meta.dimension is None:
-        raise UserError(f"index {stage.index} holds no vectors (it was set up without a model)")
-    embedder = SidecarEmbedder.reaching(options.sidecar)
-    # OpenSearch has no linear or rescorer retriever: the two calls (query, then query + rescore)
-    cluster = options.cluster
-    one_call = not cluster.is_opensearch and cluster.paid and cluster.version >= (8, 18, 0)
-    return VectorsMode(stage, meta.beta(stage.similarity), options.window, embedder, meta.neural_similarity,
-                       one_call)
-
-
-def build_bridge(stage: ElasticsearchFirstStage, meta: IndexMeta, options: ModeOptions) -> Mode:
-    client = SidecarClient.reaching(options.sidecar)
-    return BridgeMode(stage, meta.beta(stage.similarity), options.window, client)
+    return spec.builder(stage, meta, built)
 
 
 def open_mode(client: Any, index: str, mode: str, first_stage: str, *, window: int, sidecar: SidecarTarget,

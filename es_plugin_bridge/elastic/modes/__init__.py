@@ -1,16 +1,18 @@
-"""The registry of search modes: per mode, its name, the engines it runs on, what it needs and how it
-is built. Everything that lists modes reads it: the ``--mode`` choices of ``es search`` and ``es
-evaluate``, the modes that need stored vectors, the version and licence table ``ClusterInfo.require``
-checks, and the modes the results index accepts.
+"""The search modes, one module each, and their registry: per mode, its name, the engines it runs on,
+what it needs and how it is built. Everything that lists modes reads the registry: the ``--mode``
+choices of ``es search`` and ``es evaluate``, the modes that need stored vectors, the version and
+licence table ``ClusterInfo.require`` checks, the modes the results index accepts and the docs' table.
 
-Each module of this package registers its modes with :func:`register_mode`; adding a mode means adding
-a module here (and the code that builds it, named as ``"module:attr"`` text so that listing the modes
-for ``--help`` loads no client) and its tests. Modules here stay cheap to import.
+A mode's module holds all of it: its registry entry (:func:`register_mode`), its class (a
+:class:`~.base.Mode` that implements ``rank``), its builder and what a throw-away run must register for
+it (``prepare``). ``hybrid`` holds the two modes that share the two windows (``hybrid``, ``hybrid-rrf``).
+Adding a mode means adding a module here and its tests. ``base`` (what all modes share) and ``factory``
+(building one by name) are not modes. Modules here stay cheap to import: listing the modes for
+``--help`` loads no search client (``queries`` loads the DSL on first use).
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,26 +28,26 @@ class ModeSpec:
     """One mode. ``requires``: per engine it runs on, the cluster version and licence it needs there, in
     ``ClusterInfo.require``'s shape (``version``: {major: (major, first minor)}, ``version_text``,
     ``licence``, ``why``); an engine it does not name needs nothing;
-    ``builder``: ``"module:attr"`` of ``build(stage, meta: IndexMeta, options: ModeOptions) -> Mode``
-    (``elastic.modes.ModeOptions``: window, sidecar, cluster, allow_rerank_failures, knn);
+    ``builder``: ``build(stage, meta: IndexMeta, options: ModeOptions) -> Mode``
+    (``modes.base.ModeOptions``: window, sidecar, cluster, allow_rerank_failures, knn);
     ``ranker``: the in-process ranker whose order the mode gives (``es evaluate`` reports the mode under
     that name); ``order``: its place in ``--help``;
-    ``prepare``: ``"module:attr"`` of ``prepare(client, index, meta, sidecar_url, token, cluster, stack) ->
-    meta``, what a throw-away run (``es evaluate``) must register before the mode can search its index
-    (an inference endpoint, a search pipeline), with its removal put on ``stack``; None: nothing;
+    ``prepare``: ``prepare(client, index, meta, sidecar_url, token, cluster, stack) -> meta``, what a
+    throw-away run (``es evaluate``) must register before the mode can search its index (an inference
+    endpoint, a search pipeline), with its removal put on ``stack``; None: nothing;
     ``sidecar``: who calls the sidecar, and for what; ``support``: per engine, the versions and licence
     in words where a feature upgrades the mode beyond ``requires`` (one call instead of two); the docs'
     modes table is drawn from these fields (``docs/hooks/modes.py``)."""
 
     name: str
-    builder: str
+    builder: Callable[..., Any]
     summary: str
     engines: tuple[str, ...] = ("elasticsearch",)
     needs_vectors: bool = False
     requires: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     ranker: str = "fused"
     order: int = 0
-    prepare: str | None = None
+    prepare: Callable[..., Any] | None = None
     sidecar: str = ""
     support: Mapping[str, str] = field(default_factory=dict)
 
@@ -65,19 +67,8 @@ class ModeSpec:
         """What this mode needs of a cluster of ``engine`` (nothing when the entry names none)."""
         return self.requires.get(engine, {})
 
-    def load(self) -> Callable[..., Any]:
-        return _attr(self.builder)
 
-    def load_prepare(self) -> Callable[..., Any] | None:
-        return _attr(self.prepare) if self.prepare else None
-
-
-def _attr(path: str) -> Callable[..., Any]:
-    module, _, attr = path.partition(":")
-    return getattr(importlib.import_module(module), attr)  # type: ignore[no-any-return]
-
-
-_MODES: Registry[ModeSpec] = Registry("mode", __name__)
+_MODES: Registry[ModeSpec] = Registry("mode", __name__, skip=("base", "factory"))
 
 
 def register_mode(spec: ModeSpec) -> ModeSpec:

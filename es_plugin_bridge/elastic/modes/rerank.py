@@ -1,5 +1,8 @@
-"""OpenSearch calls the sidecar: the ml-commons connector, remote model and ``rerank`` search pipeline
-that ``es setup`` registers on an OpenSearch cluster, and mode ``rerank``, which searches through them.
+"""Mode ``rerank`` (OpenSearch): OpenSearch calls the sidecar itself, through the ml-commons connector,
+remote model and ``rerank`` search pipeline that ``es setup`` registers (neural-search's ``rerank``
+response processor, whose connector calls ``/v1/rerank``); one request. The processor replaces each
+hit's score by the sidecar's, so the order is the model's own (``model``), not the β fusion of the
+Elasticsearch modes.
 
 The bodies are those of ``mappings/opensearch/`` (``apply.py`` sends the same; a test checks they stay
 equal): the connector calls ``/v1/rerank`` with ml-commons' Cohere pre- and post-processing, read and
@@ -14,16 +17,16 @@ merged top window (the coordinating node runs response processors), scored with 
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from collections.abc import Collection, Mapping
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
-from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.elastic import queries
-from es_plugin_bridge.elastic.connection import call
-from es_plugin_bridge.elastic.engine import ElasticsearchFirstStage
+from es_plugin_bridge.elastic.connection import ClusterInfo, call
 from es_plugin_bridge.elastic.mappings import RERANK_FIELD, rerank_text
-from es_plugin_bridge.elastic.modes import Mode, ModeOptions, ModeResult
+from es_plugin_bridge.elastic.modes import ModeSpec, register_mode
+from es_plugin_bridge.elastic.modes.base import Ask, Mode, ModeOptions, ModeResult, hits_of
 from es_plugin_bridge.elastic.opensearch_ml import (
     DEPLOY_SECONDS,
     register_remote_model,
@@ -31,8 +34,12 @@ from es_plugin_bridge.elastic.opensearch_ml import (
     trust,
     url_regex,
 )
-from es_plugin_bridge.elastic.setup import IndexMeta
 from es_plugin_bridge.errors import UserError
+
+if TYPE_CHECKING:
+    from es_plugin_bridge.elastic.engine import ElasticsearchFirstStage
+    from es_plugin_bridge.elastic.run_cleanup import RunCleanup
+    from es_plugin_bridge.elastic.setup import IndexMeta
 
 #: ml-commons' connector client timeouts, in seconds (``HttpJsonConnectorExecutor``: Duration.ofSeconds).
 CLIENT_CONFIG = {"connection_timeout": 2, "read_timeout": 5, "max_connection": 30}
@@ -116,11 +123,11 @@ class RerankMode(Mode):
         super().__init__(stage, {}, window)
         self.pipeline = pipeline
 
-    def search(self, query: Question, k: int, *, only: Collection[str] | None = None,
-               exclude: Collection[str] | None = None) -> ModeResult:
+    def rank(self, ask: Ask, timings: dict[str, float]) -> ModeResult:
+        query, k, only = ask.query, ask.k, ask.only
         tokens = self.stage.tokens(query)
-        first = queries.first_stage_query(self.stage.similarity, tokens, only=only, exclude=exclude)
-        size = max(k, min(self.window, len(only))) if only is not None else max(k, self.window)
+        first = queries.first_stage_query(self.stage.similarity, tokens, only=only, exclude=ask.exclude)
+        size = max(k, min(self.window, len(only))) if only is not None else ask.window
         ext = {"rerank": {"query_context": {"query_text": rerank_text(query)}}}
         body = {"query": first, "ext": ext}
         # Two rules of neural-search 2.19.1's RerankProcessor, found on a real node: it reads the
@@ -130,13 +137,11 @@ class RerankMode(Mode):
         answer = call(f"searching {self.index} (mode rerank)", self.client.search, index=self.index,
                       size=size, source={"includes": [*self.stage.fields, RERANK_FIELD]},
                       search_pipeline=self.pipeline, verbose_pipeline=True, **self.stage.search_type, **body)
-        ms = 1000 * (time.perf_counter() - start)
+        timings["search"] = 1000 * (time.perf_counter() - start)
         self.stage.remember(answer["hits"]["hits"])
         failed = [r for r in answer.get("processor_results", []) if r.get("status") == "fail"]
-        hits = [(h["_id"], float(h["_score"])) for h in answer["hits"]["hits"]][:k]
         reason = f"OpenSearch's rerank processor failed: {failed[0].get('error')}" if failed else None
-        return ModeResult(hits, not failed, fallback_reason=reason, timings_ms={"search": ms},
-                          request=body)
+        return ModeResult(hits_of(answer)[:k], not failed, fallback_reason=reason, request=body)
 
 
 def build_rerank(stage: ElasticsearchFirstStage, meta: IndexMeta, options: ModeOptions) -> Mode:
@@ -146,3 +151,35 @@ def build_rerank(stage: ElasticsearchFirstStage, meta: IndexMeta, options: ModeO
         raise UserError(f"index {stage.index} has no rerank search pipeline; run `esrerank es setup` "
                         "against this OpenSearch cluster")
     return RerankMode(stage, options.window, pipeline)
+
+
+def prepare_rerank(client: Any, index: str, meta: IndexMeta, sidecar_url: str, token: str | None,
+                   cluster: ClusterInfo, stack: RunCleanup) -> IndexMeta:
+    """A throw-away run's connector, model and search pipeline, removed after it
+    in this order (ml-commons refuses to delete a deployed model, and a connector a model uses)."""
+    registered = register_rerank(client, index, sidecar_url, token)
+    model, connector = registered["model_id"], registered["connector_id"]
+    pipeline = registered["search_pipeline"]
+    ml = client.raw.plugins.ml
+    steps = [("DELETE", f"/_search/pipeline/{pipeline}", f"search pipeline {pipeline}",
+              client.raw.search_pipeline.delete, {"id": pipeline}),
+             ("POST", f"/_plugins/_ml/models/{model}/_undeploy", f"deployment of model {model}",
+              ml.undeploy_model, {"model_id": model}),
+             ("DELETE", f"/_plugins/_ml/models/{model}", f"model {model}",
+              ml.delete_model, {"model_id": model}),
+             ("DELETE", f"/_plugins/_ml/connectors/{connector}", f"connector {connector}",
+              ml.delete_connector, {"connector_id": connector})]
+    for method, path, what, fn, kwargs in reversed(steps):  # the stack removes the last registered first
+        stack.remove(what, method, path, fn, **kwargs)
+    return dataclasses.replace(meta, search_pipeline=registered["search_pipeline"])
+
+
+register_mode(ModeSpec(
+    "rerank", build_rerank,
+    "OpenSearch calls the sidecar (search pipeline with a rerank processor)",
+    engines=("opensearch",),
+    # plugins.ml_commons.connector.private_ip_enabled (a sidecar on a private address): 2.15
+    requires={"opensearch": {"version": {2: (2, 15)}, "version_text": "2.15+"}}, ranker="model", order=5,
+    prepare=prepare_rerank,
+    sidecar="OpenSearch, through the search pipeline's `rerank` processor and an ml-commons connector "
+            "(`/v1/rerank`)"))
