@@ -82,7 +82,7 @@ def index_once(model: Path, sidecar: FreshSidecar, es_url: str, index: str, ques
                batch_size: int, ahead: int, flags: list[str]) -> dict[str, Any]:
     """``es setup`` (CLI) then ``es index``'s run in this process, timed; a fresh sidecar before it."""
     from es_plugin_bridge.bridge.sidecar_target import SidecarTarget
-    from es_plugin_bridge.elastic.connection import Connection
+    from es_plugin_bridge.elastic.cluster.connection import Connection
     from es_plugin_bridge.elastic.indexing import index_run
 
     sidecar.restart()

@@ -133,7 +133,7 @@ def search_runs(url: str, sidecar_url: str, window: int, queries: int, warmup: i
     """Interleaved latency of the first stage and every mode on :data:`SEARCH_INDEX`."""
     from es_plugin_bridge.bridge.sidecar_target import SidecarTarget
     from es_plugin_bridge.data.questions import question_from_text
-    from es_plugin_bridge.elastic.connection import Connection, cluster_info
+    from es_plugin_bridge.elastic.cluster.connection import Connection, cluster_info
     from es_plugin_bridge.elastic.engine import open_engine
     from es_plugin_bridge.elastic.modes.factory import make_mode
     from es_plugin_bridge.elastic.setup import read_meta

@@ -334,7 +334,7 @@ def index_timed(model: Path, sidecar: FreshSidecar, es: str, name: str, question
     """``es setup`` (flags of :data:`INDEXES`), ``after_setup()``, then ``es index``'s run in this
     process, timed."""
     from es_plugin_bridge.bridge.sidecar_target import SidecarTarget
-    from es_plugin_bridge.elastic.connection import Connection
+    from es_plugin_bridge.elastic.cluster.connection import Connection
     from es_plugin_bridge.elastic.indexing import index_run
 
     index, flags = INDEXES[name]
@@ -382,7 +382,7 @@ def embed_once(model: Path, sidecar: FreshSidecar, es: str, data: Path, question
     """``esrerank embed`` of the rung's JSONL into a vectors file, then ``es index --vectors`` of it with
     the sidecar stopped (the run names a URL where nothing listens), timed each; the index is dropped."""
     from es_plugin_bridge.bridge.sidecar_target import SidecarTarget
-    from es_plugin_bridge.elastic.connection import Connection
+    from es_plugin_bridge.elastic.cluster.connection import Connection
     from es_plugin_bridge.elastic.indexing import index_run
     from es_plugin_bridge.local_http import free_port
 
@@ -473,7 +473,7 @@ def open_system(es: str, sidecar_url: str, mode: str | None, knn: str, window: i
                 es_timeout: float) -> Callable[[Any], Any]:
     """One client's search function for a system of :data:`SYSTEMS` (its own connection and mode)."""
     from es_plugin_bridge.bridge.sidecar_target import SidecarTarget
-    from es_plugin_bridge.elastic.connection import Connection
+    from es_plugin_bridge.elastic.cluster.connection import Connection
     from es_plugin_bridge.elastic.modes.factory import open_mode
 
     client = Connection(url=es, timeout=es_timeout).client()

@@ -34,8 +34,8 @@ from _machine import load_average, machine  # noqa: E402
 from es_plugin_bridge.data.spec import read_spec  # noqa: E402
 from es_plugin_bridge.data.types import Question  # noqa: E402
 from es_plugin_bridge.elastic import mappings  # noqa: E402
+from es_plugin_bridge.elastic.cluster.opensearch_client import connect  # noqa: E402
 from es_plugin_bridge.elastic.engine import ElasticsearchFirstStage  # noqa: E402
-from es_plugin_bridge.elastic.opensearch_client import connect  # noqa: E402
 from es_plugin_bridge.text import Preprocessor  # noqa: E402
 
 SAMPLES = ROOT / "es_plugin_bridge" / "samples" / "askubuntu-pairs"

@@ -105,7 +105,7 @@ def open_searcher(es_url: str, index: str, mode: str, sidecar_url: str, token: s
                   es_timeout: float, sidecar_timeout: float, window: int) -> Any:
     """The mode object ``es search --mode MODE`` builds (its own client: one per load client)."""
     from es_plugin_bridge.bridge.sidecar_target import SidecarTarget
-    from es_plugin_bridge.elastic.connection import Connection
+    from es_plugin_bridge.elastic.cluster.connection import Connection
     from es_plugin_bridge.elastic.modes.factory import open_mode
 
     client = Connection(url=es_url, timeout=es_timeout).client()

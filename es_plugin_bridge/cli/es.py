@@ -114,8 +114,8 @@ def setup_command(
 ) -> None:
     """Create the index for MODEL_DIR (an export-onnx directory) and register the sidecar as a reranker
     (and, where the licence allows, as the embedder of an ingest pipeline)."""
+    from es_plugin_bridge.elastic.cluster.shards import IndexLayout
     from es_plugin_bridge.elastic.provision import FromIndex, setup_index
-    from es_plugin_bridge.elastic.shards import IndexLayout
 
     if from_index is None and (in_place or id_field or (title_field, body_field) != ("title", "body")):
         raise UserError("--in-place, --title-field, --body-field and --id-field go with --from-index")

@@ -121,7 +121,7 @@ def connection(
     es_timeout: float,
 ) -> Any:
     """The ``Connection`` the options describe (checked: one auth kind, a readable CA file)."""
-    from es_plugin_bridge.elastic.connection import Connection
+    from es_plugin_bridge.elastic.cluster.connection import Connection
 
     conn = Connection(
         url=es_url,

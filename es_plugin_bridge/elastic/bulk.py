@@ -37,7 +37,7 @@ Q = TypeVar("Q")
 T = TypeVar("T")
 
 MAX_REASON_CHARS = 300
-#: What a request can raise, from either engine's client (OpenSearch's: elastic/opensearch_client.py).
+#: What a request can raise, from either engine's client (OpenSearch's: elastic/cluster/opensearch_client.py).
 REQUEST_ERRORS = (ApiError, TransportError, OpenSearchError)
 
 

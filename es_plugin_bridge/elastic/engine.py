@@ -18,9 +18,9 @@ import numpy as np
 
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.elastic import mappings, opensearch_dsl
-from es_plugin_bridge.elastic.connection import call
+from es_plugin_bridge.elastic.cluster.connection import call
+from es_plugin_bridge.elastic.cluster.shards import search_type as search_type_for
 from es_plugin_bridge.elastic.queries import first_stage_query
-from es_plugin_bridge.elastic.shards import search_type as search_type_for
 from es_plugin_bridge.engines.base import Hits, Tokens
 from es_plugin_bridge.engines.registry import EngineContext
 from es_plugin_bridge.engines.similarities import SIMILARITIES, make_similarity
@@ -45,7 +45,7 @@ class ElasticsearchFirstStage:
         """``fields``: where the title and body live in ``_source`` (a user's own field paths when the
         reranker's fields were added to their index in place). ``global_statistics``: every search of
         this stage and of the modes over it scores with the statistics of all shards
-        (``dfs_query_then_fetch``, ``elastic/shards.py``): the embedded engine's scores on any number of
+        (``dfs_query_then_fetch``, ``cluster/shards.py``): the embedded engine's scores on any number of
         shards; False: each shard's own, one round-trip less (``es search --shard-statistics``)."""
         if similarity not in mappings.FIELDS:
             raise UserError(f"unknown similarity {similarity!r} (choose from {', '.join(SIMILARITIES)})")

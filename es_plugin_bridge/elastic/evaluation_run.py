@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from es_plugin_bridge.bridge.sidecar_target import SidecarTarget
-from es_plugin_bridge.elastic.connection import ClusterInfo, call
+from es_plugin_bridge.elastic.cluster.connection import ClusterInfo, call
 from es_plugin_bridge.elastic.run_cleanup import RunCleanup
 from es_plugin_bridge.elastic.setup import IndexMeta
 from es_plugin_bridge.errors import UserError
@@ -46,7 +46,7 @@ class EsEvaluationRun:
     keep_index: bool = False
     results_index: str | None = "esrerank-runs"
     dataset: str = "data"
-    #: Primary shards of the run's index; its searches use global statistics (``elastic/shards.py``), so
+    #: Primary shards of the run's index; its searches use global statistics (``cluster/shards.py``), so
     #: the figures are the in-process ones on any number.
     shards: int = 1
 
@@ -57,7 +57,7 @@ class EsEvaluationRun:
 
     def __call__(self, stack: ExitStack, params: Any, model_dir: Path | None, progress: bool) -> Any:
         """``(engine factory, ranker options, after-run step)`` for ``evaluation.task_run.run_task``."""
-        from es_plugin_bridge.elastic.connection import cluster_info
+        from es_plugin_bridge.elastic.cluster.connection import cluster_info
         from es_plugin_bridge.elastic.modes import mode_spec
         from es_plugin_bridge.elastic.modes.factory import refuse_without_vectors
         from es_plugin_bridge.elastic.setup import check_sidecar, meta_for_model

@@ -109,7 +109,7 @@ def _from_file(path: Path, meta: Any, index: str, note: Callable[[str], None]
 def _refresh(client: Any, index: str) -> str | None:
     """Refresh ``index`` so searches see the run at once; why it could not (the cluster gone), or None:
     the run's report still stands, so a failed refresh must not replace it."""
-    from es_plugin_bridge.elastic.connection import call
+    from es_plugin_bridge.elastic.cluster.connection import call
 
     try:
         call(f"refreshing {index}", client.indices.refresh, index=index)

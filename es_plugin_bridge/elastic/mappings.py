@@ -135,7 +135,7 @@ def index_body(
     """``PUT /<index>`` body: settings and mappings.
 
     ``shards``: primary shards (default 1: a small corpus needs no more; docs/scaling-out.md says when to
-    raise it; every mode stays exact on any number, ``elastic/shards.py``). ``replicas``: copies of each
+    raise it; every mode stays exact on any number, ``cluster/shards.py``). ``replicas``: copies of each
     shard on other nodes (None: the cluster's default, 1).
 
     Without ``dimension`` the index holds no vectors (first stages, modes native and bridge only).

@@ -31,7 +31,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from es_plugin_bridge.elastic.dialect import is_opensearch as is_opensearch
+from es_plugin_bridge.elastic.cluster.dialect import is_opensearch as is_opensearch
 from es_plugin_bridge.elastic.mappings import VECTOR_FIELD
 
 Body = dict[str, Any]

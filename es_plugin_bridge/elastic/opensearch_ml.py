@@ -27,7 +27,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from es_plugin_bridge.elastic.connection import call
+from es_plugin_bridge.elastic.cluster.connection import call
 from es_plugin_bridge.errors import UserError
 
 log = logging.getLogger(__name__)

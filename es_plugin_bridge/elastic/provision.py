@@ -12,14 +12,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from es_plugin_bridge.elastic import mappings
-from es_plugin_bridge.elastic.connection import ClusterInfo, call
+from es_plugin_bridge.elastic.cluster.connection import ClusterInfo, call
+from es_plugin_bridge.elastic.cluster.shards import ONE_SHARD, IndexLayout
 from es_plugin_bridge.elastic.setup import (
     META_KEY,
     IndexMeta,
     register_embedding,
     register_endpoints,
 )
-from es_plugin_bridge.elastic.shards import ONE_SHARD, IndexLayout
 from es_plugin_bridge.elastic.user_index import (
     SourceIndex,
     copy_into,
@@ -290,7 +290,7 @@ def setup_index(connection: Any, model_dir: Any, index: str, sidecar: Any, *, si
     if source is not None and source.in_place and layout != ONE_SHARD:
         raise UserError("--shards and --replicas shape a new index; with --in-place your index keeps its own "
                         "(OpenSearch fixes number_of_shards when an index is created)")
-    from es_plugin_bridge.elastic.connection import cluster_info
+    from es_plugin_bridge.elastic.cluster.connection import cluster_info
     from es_plugin_bridge.elastic.setup import check_sidecar, meta_for_model
     from es_plugin_bridge.elastic.sidecar_embedder import SidecarEmbedder
     from es_plugin_bridge.serving.model_dir import ModelDirectory

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from es_plugin_bridge.core.fusion import FIRST_STAGES
-from es_plugin_bridge.elastic.connection import ClusterInfo, call, es_errors
+from es_plugin_bridge.elastic.cluster.connection import ClusterInfo, call, es_errors
 from es_plugin_bridge.elastic.sidecar_embedder import SidecarEmbedder
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.text import TextOptions

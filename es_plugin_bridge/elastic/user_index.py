@@ -31,7 +31,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from es_plugin_bridge.elastic.connection import call
+from es_plugin_bridge.elastic.cluster.connection import call
 from es_plugin_bridge.elastic.ingest_pipeline import PAINLESS_GET
 from es_plugin_bridge.elastic.mappings import BOW_FIELD, RERANK_FIELD, TEXT_FIELD, VECTOR_FIELD
 from es_plugin_bridge.errors import UserError

@@ -94,8 +94,8 @@ def first_stage_ties(cluster, index: str, text: str, window: int) -> bool:
     order than one shard's, and ``hybrid-rrf`` fuses ranks, so its fused scores of those documents can
     differ. Every score stays the same."""
     from es_plugin_bridge.data.questions import question_from_text
+    from es_plugin_bridge.elastic.cluster.opensearch_client import connect
     from es_plugin_bridge.elastic.engine import open_engine
-    from es_plugin_bridge.elastic.opensearch_client import connect
     from es_plugin_bridge.elastic.setup import read_meta
     from es_plugin_bridge.engines.registry import EngineContext
     from es_plugin_bridge.text import Preprocessor

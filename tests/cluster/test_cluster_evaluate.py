@@ -1,6 +1,6 @@
 """``es evaluate --shards 3`` on the three-node cluster reproduces the in-process figures of every
 OpenSearch mode, to the sixth digit: its run's index is split over three shards, and every search it
-makes asks for global statistics (``elastic/shards.py``), so the first stage, the windows and the
+makes asks for global statistics (``elastic/cluster/shards.py``), so the first stage, the windows and the
 rescoring are the single shard's. SemEval-2016 dev reranked (``bridge``, ``vectors``, ``rerank``) and
 AskUbuntu pairs with bodies retrieved, each query's own question excluded (``hybrid``, ``hybrid-rrf``).
 """

@@ -5,7 +5,7 @@ Each shard scores BM25, LM-Dirichlet, LM-Jelinek-Mercer, DFR, IB and the scripte
 document frequencies and lengths; ``search_type=dfs_query_then_fetch`` makes every shard score with the
 sums over all of them (OpenSearch ``search/dfs/DfsPhase.java``,
 ``search/internal/ContextIndexSearcher.java``), which is what the product's first stage sends
-(``elastic/shards.py``). The collections are the single-node test's
+(``elastic/cluster/shards.py``). The collections are the single-node test's
 (``tests/opensearch/test_opensearch_first_stage.py``): SemEval-2016 dev (rerank: each query's ten
 candidates, a candidate sharing no token scored 0) and 1,000 AskUbuntu pairs with their HTML bodies,
 shell and code snippets (retrieval: the top 10 of the whole collection, the query excluded). Asked for
@@ -24,8 +24,8 @@ from shard_checks import ASKUBUNTU_VAL, same_ranking, shard_copies
 
 from es_plugin_bridge.data.spec import read_spec
 from es_plugin_bridge.elastic import mappings
+from es_plugin_bridge.elastic.cluster.opensearch_client import connect
 from es_plugin_bridge.elastic.engine import ElasticsearchFirstStage
-from es_plugin_bridge.elastic.opensearch_client import connect
 from es_plugin_bridge.engines.embedded import EmbeddedEngine
 from es_plugin_bridge.engines.similarities import SIMILARITIES, make_similarity
 from es_plugin_bridge.rankers.base import unique_questions

@@ -4,7 +4,7 @@ single-node tests show a single-shard index gives too), on SemEval-2016 dev (550
 50 queries) and on 500 AskUbuntu questions with their HTML bodies (shell and code in them; 30 of their
 titles as queries).
 
-Why each holds (``es_plugin_bridge/elastic/shards.py`` cites the engine's source):
+Why each holds (``es_plugin_bridge/elastic/cluster/shards.py`` cites the engine's source):
 
 - every search asks for global statistics (``dfs_query_then_fetch``), so each shard scores the first
   stage as one shard would;

@@ -1,16 +1,16 @@
-"""The engine is decided in one module, ``elastic/dialect.py``: no other module of the product compares an
-engine's name (``== "opensearch"``, ``in ("elasticsearch", …)``, ``!= OPENSEARCH``). A new check of
-"which engine" goes through ``dialect`` (or ``ClusterInfo.is_opensearch``), so the rule (``GET /``'s
-``version.distribution``) can change in one place."""
+"""The engine is decided in one module, ``elastic/cluster/dialect.py``: no other module of the
+product compares an engine's name (``== "opensearch"``, ``in ("elasticsearch", …)``, ``!= OPENSEARCH``). A
+new check of "which engine" goes through ``dialect`` (or ``ClusterInfo.is_opensearch``), so the rule
+(``GET /``'s ``version.distribution``) can change in one place."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
-from es_plugin_bridge.elastic import dialect
+from es_plugin_bridge.elastic.cluster import dialect
 
-PACKAGE = Path(dialect.__file__).resolve().parents[1]
+PACKAGE = Path(dialect.__file__).resolve().parents[2]  # es_plugin_bridge/
 NAMES = {dialect.OPENSEARCH, dialect.ELASTICSEARCH}
 CONSTANTS = {"OPENSEARCH", "ELASTICSEARCH", "ENGINE"}
 

@@ -33,7 +33,7 @@ from es_plugin_bridge.bridge.sidecar_target import SidecarTarget
 from es_plugin_bridge.data.spec import read_spec
 from es_plugin_bridge.data.types import Question, RankingQuery
 from es_plugin_bridge.elastic import mappings, queries
-from es_plugin_bridge.elastic.connection import ClusterInfo
+from es_plugin_bridge.elastic.cluster.connection import ClusterInfo
 from es_plugin_bridge.elastic.engine import ElasticsearchFirstStage
 from es_plugin_bridge.elastic.modes import hybrid, mode_names
 from es_plugin_bridge.elastic.modes.factory import make_mode

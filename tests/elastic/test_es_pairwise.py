@@ -37,7 +37,7 @@ from es_recorder import es_client
 from es_plugin_bridge.bridge.sidecar_target import SidecarTarget
 from es_plugin_bridge.data.spec import read_spec
 from es_plugin_bridge.elastic import mappings
-from es_plugin_bridge.elastic.connection import ClusterInfo
+from es_plugin_bridge.elastic.cluster.connection import ClusterInfo
 from es_plugin_bridge.elastic.modes import vector_modes
 from es_plugin_bridge.elastic.modes.factory import make_mode
 from es_plugin_bridge.elastic.provision import FromIndex, provision

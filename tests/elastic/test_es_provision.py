@@ -14,7 +14,7 @@ import json
 import pytest
 from es_recorder import es_client
 
-from es_plugin_bridge.elastic.connection import ClusterInfo
+from es_plugin_bridge.elastic.cluster.connection import ClusterInfo
 from es_plugin_bridge.elastic.provision import provision
 from es_plugin_bridge.elastic.setup import IndexMeta
 

@@ -21,7 +21,7 @@ from es_recorder import es_client
 
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.elastic import mappings, queries
-from es_plugin_bridge.elastic.connection import (
+from es_plugin_bridge.elastic.cluster.connection import (
     ClusterInfo,
     check_client_version,
     cluster_info,

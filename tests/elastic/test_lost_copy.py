@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from es_plugin_bridge.elastic import lost_copy
+from es_plugin_bridge.elastic.cluster import lost_copy
 
 DISCONNECTED = {
     "type": "node_disconnected_exception",

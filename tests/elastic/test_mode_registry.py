@@ -18,7 +18,7 @@ import pytest
 
 from es_plugin_bridge.cli.es import search_command
 from es_plugin_bridge.cli.es_evaluate import EXTRA
-from es_plugin_bridge.elastic.connection import ClusterInfo
+from es_plugin_bridge.elastic.cluster.connection import ClusterInfo
 from es_plugin_bridge.elastic.modes import (
     ModeSpec,
     mode_names,

@@ -121,7 +121,7 @@ def test_what_opensearch_cannot_read_is_refused():
 
 
 def test_on_opensearch_vectors_takes_two_calls_and_hybrid_rrf_fuses_in_the_client():
-    from es_plugin_bridge.elastic.connection import ClusterInfo
+    from es_plugin_bridge.elastic.cluster.connection import ClusterInfo
     from es_plugin_bridge.elastic.engine import ElasticsearchFirstStage
     from es_plugin_bridge.elastic.modes.factory import make_mode
     from es_plugin_bridge.elastic.setup import IndexMeta

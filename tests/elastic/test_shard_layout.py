@@ -1,5 +1,5 @@
-"""``es setup --shards N --replicas R`` shapes the index body (``elastic/shards.py``): the default stays
-one shard and the cluster's replicas; a layout the engine would refuse is one line before anything is
+"""``es setup --shards N --replicas R`` shapes the index body (``elastic/cluster/shards.py``): the default
+stays one shard and the cluster's replicas; a layout the engine would refuse is one line before anything is
 sent. The cluster tests (``tests/cluster/``) run every mode on such an index."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from es_plugin_bridge.elastic import mappings
-from es_plugin_bridge.elastic.shards import GLOBAL_STATISTICS, ONE_SHARD, IndexLayout, search_type
+from es_plugin_bridge.elastic.cluster.shards import GLOBAL_STATISTICS, ONE_SHARD, IndexLayout, search_type
 from es_plugin_bridge.errors import UserError
 
 

@@ -1,7 +1,7 @@
 """``esrerank es setup / index / search / evaluate`` against a real OpenSearch node and a live sidecar.
 
 The commands read the engine from the cluster (``GET /``) and reach OpenSearch through opensearch-py
-(``elastic/opensearch_client.py``). Modes on OpenSearch: ``rerank`` (OpenSearch calls the sidecar
+(``elastic/cluster/opensearch_client.py``). Modes on OpenSearch: ``rerank`` (OpenSearch calls the sidecar
 through the search pipeline ``es setup`` put: the hits come back in the sidecar's order of the first
 stage's window, the model's own order, with its scores) and ``bridge`` (this client calls the sidecar
 and fuses with β: the in-process ``fused`` ranker's order). ``es evaluate`` gives the in-process

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from es_plugin_bridge.bridge.sidecar_target import SidecarTarget
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.elastic import opensearch_dsl
-from es_plugin_bridge.elastic.connection import ClusterInfo, call
+from es_plugin_bridge.elastic.cluster.connection import ClusterInfo, call
 from es_plugin_bridge.elastic.sidecar_embedder import EmbedError
 from es_plugin_bridge.errors import UserError
 

@@ -41,8 +41,8 @@ def open_mode(client: Any, index: str, mode: str, first_stage: str, *, window: i
               allow_rerank_failures: bool = False, knn: str = "exact",
               global_statistics: bool = True) -> Mode:
     """Mode ``mode`` over an existing index (``es search``): its meta, its first stage, the cluster;
-    ``global_statistics`` False: each shard scores with its own statistics (``elastic/shards.py``)."""
-    from es_plugin_bridge.elastic.connection import cluster_info
+    ``global_statistics`` False: each shard scores with its own statistics (``elastic/cluster/shards.py``)."""
+    from es_plugin_bridge.elastic.cluster.connection import cluster_info
     from es_plugin_bridge.elastic.engine import open_engine
     from es_plugin_bridge.engines.registry import EngineContext
     from es_plugin_bridge.text import Preprocessor

@@ -28,7 +28,7 @@ On OpenSearch (2.13+, the k-NN plugin) both modes send these bodies in the k-NN 
 steps (OpenSearch returns named-query scores for ``include_named_queries_score`` given as a URL
 parameter, as here), and ``hybrid-rrf`` always fuses in the client: OpenSearch has no ``rrf`` retriever.
 
-On any number of shards (``elastic/shards.py``): both windows are the merged global tops (every search
+On any number of shards (``elastic/cluster/shards.py``): both windows are the merged global tops (every search
 with global statistics), and step 2 is restricted to the union, so the per-shard rescore window holds
 all of it; one custom ``preference`` pins the calls to the same copies, among the active ones only.
 
@@ -62,8 +62,8 @@ import numpy as np
 
 from es_plugin_bridge.core.fusion import minmax
 from es_plugin_bridge.elastic import queries
-from es_plugin_bridge.elastic.connection import ClusterInfo, call
-from es_plugin_bridge.elastic.dialect import display_name, engine_of_client
+from es_plugin_bridge.elastic.cluster.connection import ClusterInfo, call
+from es_plugin_bridge.elastic.cluster.dialect import display_name, engine_of_client
 from es_plugin_bridge.elastic.mappings import rerank_text
 from es_plugin_bridge.elastic.modes import ModeSpec, register_mode
 from es_plugin_bridge.elastic.modes.base import Ask, Mode, ModeOptions, ModeResult, hits_of

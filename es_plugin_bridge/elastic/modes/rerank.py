@@ -12,7 +12,7 @@ down or slow leaves the first stage's order. Mode ``rerank`` asks for ``verbose_
 ``processor_results`` say whether the processor ran, so such an answer is marked not reranked, with
 OpenSearch's reason, as the bridge marks its own fallback. On several shards the processor sees the
 merged top window (the coordinating node runs response processors), scored with global statistics
-(``elastic/shards.py``).
+(``elastic/cluster/shards.py``).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from es_plugin_bridge.elastic import queries
-from es_plugin_bridge.elastic.connection import ClusterInfo, call
+from es_plugin_bridge.elastic.cluster.connection import ClusterInfo, call
 from es_plugin_bridge.elastic.mappings import RERANK_FIELD, rerank_text
 from es_plugin_bridge.elastic.modes import ModeSpec, register_mode
 from es_plugin_bridge.elastic.modes.base import Ask, Mode, ModeOptions, ModeResult, hits_of

@@ -20,7 +20,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from es_plugin_bridge.elastic.dialect import ELASTICSEARCH, OPENSEARCH, display_name, engine_of, is_opensearch
+from es_plugin_bridge.elastic.cluster.dialect import (
+    ELASTICSEARCH,
+    OPENSEARCH,
+    display_name,
+    engine_of,
+    is_opensearch,
+)
 from es_plugin_bridge.errors import UserError
 
 DEFAULT_URL = "http://localhost:9200"
@@ -206,11 +212,11 @@ class Connection:
 
     def client(self) -> Any:
         """A client of the cluster at ``url``: elasticsearch-py's, or for an OpenSearch cluster (its
-        ``GET /``) an :class:`~es_plugin_bridge.elastic.opensearch_client.OpenSearchClient`, which
+        ``GET /``) an :class:`~es_plugin_bridge.elastic.cluster.opensearch_client.OpenSearchClient`, which
         takes the same calls."""
         self.check()
         if is_opensearch(self.engine()):
-            from es_plugin_bridge.elastic.opensearch_client import connect
+            from es_plugin_bridge.elastic.cluster.opensearch_client import connect
 
             if self.api_key:
                 raise UserError("OpenSearch takes --es-username/--es-password, not an API key")

@@ -15,8 +15,8 @@ from collections.abc import Iterable, Mapping
 from types import SimpleNamespace
 from typing import Any
 
-from es_plugin_bridge.elastic import lost_copy
-from es_plugin_bridge.elastic.dialect import OPENSEARCH
+from es_plugin_bridge.elastic.cluster import lost_copy
+from es_plugin_bridge.elastic.cluster.dialect import OPENSEARCH
 
 #: Every search asks for all shards' results or an error. By default a search whose shard failed on every
 #: copy tried answers 200 with the other shards' hits (``_shards.failed`` > 0): while a node dies, a
