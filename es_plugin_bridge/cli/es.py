@@ -9,8 +9,6 @@
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -283,6 +281,7 @@ def search_command(
     **conn: Any,
 ) -> None:
     """Search QUERY in the index, reranked in the given mode."""
+    from es_plugin_bridge.cli.search_output import print_json, print_table
     from es_plugin_bridge.data.questions import question_from_text
     from es_plugin_bridge.elastic.modes.factory import open_mode
 
@@ -300,39 +299,14 @@ def search_command(
     hits = [{"id": doc, "title": q.title, "score": score}
             for (doc, score), q in zip(result.hits, found, strict=True)]
     if as_json:
-        _print_json(result, hits, mode, first_stage, explain)
+        print_json({"mode": mode, "first_stage": first_stage, "reranked": result.reranked,
+                    "fallback_reason": result.fallback_reason, "note": result.note,
+                    "timings_ms": result.timings_ms, "hits": hits,
+                    **({"request": result.request} if explain else {})})
     else:
-        _print_table(result, hits, f"{index_name}: mode {mode}, {first_stage}", explain)
-
-
-def _print_json(result: Any, hits: list[dict[str, Any]], mode: str, first_stage: str, explain: bool) -> None:
-    out: dict[str, Any] = {"mode": mode, "first_stage": first_stage, "reranked": result.reranked,
-                           "fallback_reason": result.fallback_reason, "note": result.note,
-                           "timings_ms": result.timings_ms, "hits": hits}
-    if explain:
-        out["request"] = result.request
-    json.dump(out, sys.stdout, indent=2)
-    sys.stdout.write("\n")
-
-
-def _print_table(result: Any, hits: list[dict[str, Any]], how: str, explain: bool) -> None:
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
-
-    table = Table(title=escape(how + ("" if result.reranked else ", first-stage order")))
-    for name, justify in (("#", "right"), ("score", "right"), ("id", "left"), ("title", "left")):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
-    for rank, hit in enumerate(hits, start=1):
-        table.add_row(str(rank), f"{hit['score']:.4f}", escape(hit["id"]), escape(hit["title"]))
-    console = Console()
-    console.print(table)
-    if result.fallback_reason:
-        console.print(f"[yellow]not reranked: {escape(result.fallback_reason)}[/yellow]")
-    if result.note:
-        console.print(f"[yellow]{escape(result.note)}[/yellow]")
-    if explain:
-        console.print_json(json.dumps({"timings_ms": result.timings_ms, "request": result.request}))
+        print_table(f"{index_name}: mode {mode}, {first_stage}", hits, reranked=result.reranked,
+                    fallback_reason=result.fallback_reason, note=result.note,
+                    explain={"timings_ms": result.timings_ms, "request": result.request} if explain else None)
 
 
 def _register() -> None:

@@ -1,11 +1,11 @@
 """``esrerank search``: the bridge from the command line — a first stage (the embedded engine over
-``--corpus``, or an Elasticsearch index with ``--engine elasticsearch``), sidecar rerank, first-stage
-order when the sidecar is slow or down."""
+``--corpus``, or an Elasticsearch or OpenSearch index with ``--engine``), sidecar rerank, first-stage
+order when the sidecar is slow or down. Over an index it reranks as ``es search --mode bridge`` does
+(both are :class:`BridgeSearch` over the engine's first stage) and prints the same way
+(``cli/search_output.py``); ``es search`` adds the other modes."""
 
 from __future__ import annotations
 
-import json
-import sys
 from typing import Any
 
 import click
@@ -18,6 +18,7 @@ from es_plugin_bridge.cli.es_options import (
     sidecar_target,
 )
 from es_plugin_bridge.cli.query_text import query_text
+from es_plugin_bridge.cli.search_output import print_json, print_table
 from es_plugin_bridge.core.fusion import FIRST_STAGES
 
 
@@ -43,7 +44,10 @@ from es_plugin_bridge.core.fusion import FIRST_STAGES
 def search_command(query: tuple[str, ...], corpus_specs: tuple[str, ...], engine: str, index_name: str,
                    sidecar_url: str | None, token: str | None, similarity: str, window: int, top: int,
                    timeout: float, sidecar_ca_certs: str | None, as_json: bool, **connection: Any) -> None:
-    """Search QUERY among the corpus questions, reranked by the sidecar when one is given."""
+    """Search QUERY among the corpus questions, reranked by the sidecar when one is given.
+
+    Over an index (--engine elasticsearch or opensearch) this is `esrerank es search --mode bridge`;
+    `es search` also runs the engine-side modes."""
     from es_plugin_bridge.bridge import BridgeSearch, SidecarClient
     from es_plugin_bridge.engines.registry import engine_info
     from es_plugin_bridge.engines.searchable import open_searchable
@@ -54,34 +58,12 @@ def search_command(query: tuple[str, ...], corpus_specs: tuple[str, ...], engine
     built, holds = open_searchable(engine, corpus_specs, index_name, conn)
     bridge = BridgeSearch(built.first_stage(similarity), sidecar, similarity=similarity, window=window)
     result = bridge.search(query_text(query), k=top)
-    if as_json:
-        _print_json(result)
-    else:
-        _print_table(result, f"{holds}, {similarity}", similarity, warn=sidecar is not None)
-
-
-def _print_json(result: Any) -> None:
     hits = [{"id": h.question.id, "title": h.question.title, "score": h.score,
              "first_stage_score": h.first_stage_score, "first_stage_rank": h.first_stage_rank}
             for h in result.hits]
-    json.dump({"reranked": result.reranked, "fallback_reason": result.fallback_reason,
-               "timings_ms": result.timings_ms, "hits": hits}, sys.stdout, indent=2)
-    sys.stdout.write("\n")
-
-
-def _print_table(result: Any, title: str, similarity: str, *, warn: bool) -> None:
-    """The hits as a table; the reason the sidecar was not used, when one was given."""
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
-
-    how = "reranked by the sidecar" if result.reranked else "first-stage order"
-    table = Table(title=escape(f"{title}, {how}"))
-    for name, justify in (("#", "right"), (similarity, "right"), ("score", "right"), ("title", "left")):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
-    for rank, hit in enumerate(result.hits, start=1):
-        table.add_row(str(rank), str(hit.first_stage_rank), f"{hit.score:.3f}", escape(hit.question.title))
-    console = Console()
-    console.print(table)
-    if result.fallback_reason and warn:
-        console.print(f"[yellow]warning: {escape(result.fallback_reason)}[/yellow]")
+    if as_json:
+        print_json({"reranked": result.reranked, "fallback_reason": result.fallback_reason,
+                    "timings_ms": result.timings_ms, "hits": hits})
+    else:
+        print_table(f"{holds}, {similarity}", hits, reranked=result.reranked,
+                    fallback_reason=result.fallback_reason if sidecar is not None else None)
