@@ -226,6 +226,7 @@ def pretrain_tsdae(
         "epochs": seen / len(corpus.texts),
         "stopped": stopped,
         "seconds": seconds,
+        "step_seconds": step_seconds,  # the cautious estimate of one step the budget stop went by
         "history": history,
     }
     _save(model, out, summary)

@@ -94,6 +94,26 @@ def test_mode_bridge_reranks_on_opensearch(indexed, opensearch, cli):
     assert all(h["title"] for h in result["hits"])
 
 
+def test_esrerank_search_on_the_index_is_es_search_mode_bridge(indexed, opensearch, cli):
+    """Two front doors, one search: ``esrerank search --engine opensearch`` gives ``es search --mode
+    bridge``'s hits and scores; ``--engine elasticsearch`` on this node is refused in one line, so the
+    engine a run names is the one that answered."""
+    query = read_spec(f"semeval:{SEMEVAL_DEV}").queries[5].query.title
+    answers = []
+    for argv in (["es", "search", query, "--mode", "bridge"], ["search", query, "--engine", "opensearch"]):
+        code, out, err = cli([*argv, "--json", "--index", INDEX, *common(opensearch, indexed)])
+        assert code == 0, err
+        answers.append(json.loads(out))
+    assert all(answer["reranked"] for answer in answers)
+    bridge, search = ([(h["id"], h["score"]) for h in answer["hits"]] for answer in answers)
+    assert len(bridge) == 10 and bridge == search
+    code, out, err = cli(["search", query, "--engine", "elasticsearch", "--index", INDEX,
+                          *common(opensearch, indexed)])
+    assert code != 0 and out == ""
+    assert err.strip() == (f"error: --engine elasticsearch, but {opensearch.url} answers as OpenSearch "
+                           "2.19.1: use --engine opensearch")
+
+
 def test_elasticsearch_modes_are_refused_in_one_line(indexed, opensearch, cli):
     code, out, err = cli(["es", "search", "visa", "--mode", "native", "--index", INDEX,
                           *common(opensearch, indexed)])

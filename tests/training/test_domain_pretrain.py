@@ -176,9 +176,11 @@ def test_the_time_budget_stops_the_run_within_five_percent(tmp_path):
     options = PretrainOptions(time_budget=8.0, batch_size=2, show_progress=False)
     started = time.monotonic()
     summary = pretrain_tsdae(Corpus(texts, []), tmp_path / "out", options)
-    assert summary["stopped"] == "time budget"
-    assert summary["steps"] >= 2
+    assert summary["stopped"] == "time budget" and summary["steps"] >= 1
     assert summary["seconds"] <= 8.0 * 1.05
+    # It stops only when another step would end past the budget: what was left when it stopped is at
+    # most 1.5 of its estimate of a step (on a loaded machine that can be after the first step).
+    assert 8.0 - summary["seconds"] <= 1.5 * summary["step_seconds"] + 0.05, summary
     assert time.monotonic() - started < 8.0 * 1.05 + 30  # + loading and saving the model
 
 

@@ -200,7 +200,8 @@ class Connection:
 
         Nothing answering is a one-line error naming :attr:`target` (the engine chosen, or "the search
         engine": nothing said which it is); a URL that answers as the esrerank sidecar instead of a
-        search engine is an error saying so."""
+        search engine is an error saying so; so is one that answers as the other engine than the one
+        chosen (``--engine``), so the name a run records is the engine that scored it."""
         _, info = self.root
         version = info.get("version") if isinstance(info, dict) else None
         sidecar = None if isinstance(version, dict) else self._sidecar_path()
@@ -208,7 +209,11 @@ class Connection:
             raise UserError(f"--es-url {self.url} answers as the esrerank sidecar (its {sidecar}), not as "
                             f"{display_name(self.engine_name, 'a search engine')}: --es-url takes "
                             "the Elasticsearch or OpenSearch URL, --sidecar the sidecar's")
-        return engine_of(version)
+        engine = engine_of(version)
+        if self.engine_name is not None and isinstance(version, dict) and engine != self.engine_name:
+            raise UserError(f"--engine {self.engine_name}, but {self.url} answers as {display_name(engine)} "
+                            f"{version.get('number', '')}: use --engine {engine}")
+        return engine
 
     def client(self) -> Any:
         """A client of the cluster at ``url``: elasticsearch-py's, or for an OpenSearch cluster (its
