@@ -23,6 +23,19 @@ import ast
 import contextlib
 import functools
 import importlib.util
+import os
+import sys
+
+# Two workers share two cores (``make test``: ``-n 2``). OpenMP's threads (torch's libgomp) spin while they
+# wait for work by default, taking the core the other worker is computing on: with them sleeping
+# (``OMP_WAIT_POLICY=PASSIVE``) three torch-heavy modules side by side took 100-122 s instead of 130-144 s
+# and a quarter less CPU (docs/getting-started.md). libgomp reads it when it is loaded, so before torch:
+# the workers and every process the tests start inherit it. A user's own setting wins.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+if "torch" in sys.modules:  # a plugin loaded it first: the setting reaches only the processes tests start
+    import warnings
+
+    warnings.warn("torch was imported before tests/conftest.py set OMP_WAIT_POLICY", stacklevel=1)
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any

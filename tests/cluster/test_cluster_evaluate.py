@@ -40,7 +40,7 @@ def test_es_evaluate_on_three_shards_gives_the_in_process_figures(opensearch_clu
         path = tmp_path / "val.tsv"
         path.write_text("".join(ASKUBUNTU_VAL.read_text(encoding="utf-8").splitlines(keepends=True)[:300]),
                         encoding="utf-8")
-        data = ["--queries", f"pairs:{path}"]
+        data = ["--queries", f"pairs:{path}", "--max-queries", "150"]  # of its ~600 questions
     base = ["--task", task, *data, "--rankers", f"bm25,lmdirichlet,{ranker}", "--model", str(model),
             "--first-stage", "bm25", "--no-progress"]
     code, _, err = cli(["evaluate", *base, "--param", f"{ranker}.window={WINDOW}",

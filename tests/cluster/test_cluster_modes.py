@@ -167,12 +167,24 @@ def test_each_mode_on_three_shards_equals_its_in_process_ranker(world, opensearc
 
 def test_vectors_rescores_exactly_the_global_first_stage_window(world, opensearch_cluster, sidecar, cli):
     """``--explain``: the rescored search holds the ids of the global top window (the in-process
-    BM25 top 50), so no shard rescores a document outside it."""
+    BM25 top 50), so no shard rescores a document outside it.
+
+    Where documents score exactly what the window's last one scores, which of them are inside is the
+    engine's order of equal scores: by shard, then by Lucene doc id within a shard
+    (``SearchPhaseController`` merges by score, then shard index), and a replica's doc ids are its own,
+    so two copies may keep different ones (SemEval dev's "Good Bank": Q309_R1 or Q286_R8 at rank 50).
+    Every id above that score must be there, and any other only at that score."""
     url, _ = sidecar
     for text in world.queries[:10]:
         request = search(cli, opensearch_cluster, url, world.sharded, text, "vectors", WINDOW,
                          "--explain")["request"]
         (ids_filter,) = request["query"]["bool"]["filter"]
-        window = [doc for doc, _ in world.rankers["bm25"].search(question_from_text(text), WINDOW)]
-        assert set(ids_filter["ids"]["values"]) == set(window), text
+        scored = dict(world.rankers["bm25"].search(question_from_text(text), 2 * WINDOW))
+        window = list(scored)[:WINDOW]
+        edge = scored[window[-1]]
+        at_edge = {doc for doc, score in scored.items() if abs(score - edge) <= 1e-6 * max(abs(edge), 1.0)}
+        got = set(ids_filter["ids"]["values"])
+        assert len(got) == len(window), text
+        assert set(window) - at_edge <= got, text  # everything above the edge's score
+        assert got - set(window) <= at_edge, (text, got - set(window), edge)  # the rest tie with the edge
         assert request["rescore"]["window_size"] == WINDOW

@@ -13,7 +13,9 @@ them) into an index of one replica, ``kill -9`` of one node once 200 are stored:
   ``timeout``, 1 minute), so the run completes by itself, exit 0.
 
 Either way every question is there exactly once (its id is the document's ``_id``), with the vector and
-terms the sidecar answers for it.
+terms the sidecar answers for it. While the node is down, and once it is back, the engine's own
+guarantees hold as well (``engine_failover``: counts, yellow never red, a new manager, the same top 10s,
+a write acknowledged; the rejoined node whole).
 
 *During a search load* of two clients per mode (``rerank``, ``bridge``, ``vectors``, ``hybrid``,
 ``hybrid-rrf``: ten threads), ``kill -9`` of the elected cluster manager: every search ends within its
@@ -32,6 +34,7 @@ import os
 import shlex
 import time
 
+import engine_failover as failover
 import pytest
 from es_commands import TOKEN, assert_stored_as_embedded, embeddings, run, sources
 from live_sidecar import serve
@@ -139,8 +142,8 @@ def resume_argv(out: str) -> list[str]:
 
 @pytest.mark.parametrize(("which", "urls"), [("data node", "its own URL"),
                                              ("elected cluster manager", "every node's URL")])
-def test_a_node_killed_during_es_index_loses_no_question(opensearch_cluster, sidecar, tmp_path, monkeypatch,
-                                                         which, urls):
+def test_a_node_killed_during_es_index_loses_no_question(opensearch_cluster, sidecar, engine_index, tmp_path,
+                                                         monkeypatch, which, urls):
     url, model = sidecar
     index = f"loss-index-{which.split()[-1]}"
     setup(opensearch_cluster, url, model, index)
@@ -149,6 +152,7 @@ def test_a_node_killed_during_es_index_loses_no_question(opensearch_cluster, sid
     killed = victim_index(opensearch_cluster, which)
     survivor = opensearch_cluster.nodes[(killed + 1) % 3]
     es_url = opensearch_cluster.nodes[killed].url if urls == "its own URL" else all_urls(opensearch_cluster)
+    before = failover.top10s(opensearch_cluster.nodes[killed], engine_index)
     process = start_indexing(spec, index, es_url, url, TOKEN, "--batch-size", "20", "--max-retries", "1")
     try:
         deadline = time.monotonic() + 180
@@ -158,6 +162,7 @@ def test_a_node_killed_during_es_index_loses_no_question(opensearch_cluster, sid
         assert process.poll() is None, "the run ended before the fault"
         cluster_nodes.kill_node(opensearch_cluster.root, killed)
         out, err = process.communicate(timeout=300)
+        failover.check_while_down(opensearch_cluster, killed, which, before)
     finally:
         if process.poll() is None:
             process.kill()
@@ -165,6 +170,7 @@ def test_a_node_killed_during_es_index_loses_no_question(opensearch_cluster, sid
         if len(cluster_nodes.running_nodes(opensearch_cluster.root)) < 3:
             health = rejoin(opensearch_cluster, killed)
     assert health["status"] == "green"
+    failover.check_after_rejoin(opensearch_cluster, killed, which, before)
     assert "Traceback" not in err
     if urls == "every node's URL":
         # the client failed over to the nodes left: the run finished by itself
@@ -184,6 +190,12 @@ def test_a_node_killed_during_es_index_loses_no_question(opensearch_cluster, sid
     wanted = embeddings(url, questions)
     for question in questions:
         assert_stored_as_embedded(stored[question.id], wanted[question.id], question)
+
+
+@pytest.fixture(scope="module")
+def engine_index(opensearch_cluster) -> list:
+    """``engine_failover``'s 2,000 AskUbuntu titles, written with the engine's bulk API."""
+    return failover.build_index(opensearch_cluster)
 
 
 @pytest.fixture(scope="module")

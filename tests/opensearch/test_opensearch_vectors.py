@@ -203,7 +203,8 @@ def test_es_evaluate_gives_the_in_process_figures(opensearch, sidecar, cli, tmp_
         path = tmp_path / "titles.tsv"
         path.write_text("".join(TITLES.read_text(encoding="utf-8").splitlines(keepends=True)[3000:4200]),
                         encoding="utf-8")
-        data = ["--queries", f"pairs:{path}"]
+        # the 2,400 questions are the collection; 300 of them are asked (the same subset both ways)
+        data = ["--queries", f"pairs:{path}", "--max-queries", "300"]
     base = ["--task", task, *data, "--model", str(model), "--no-progress"]
     code, _, err = cli(["evaluate", *base, "--rankers", f"bm25,{ranker}", "--first-stage", "bm25",
                         "--param", f"{ranker}.window={WINDOW}", "--json", str(tmp_path / "local.json")])
