@@ -3,6 +3,11 @@ the collection grows, 10,000 → 100,000 → 1,000,000 questions, titles and bod
 
 Each rung runs on a fresh Maven-assembled OpenSearch node (``es_plugin_bridge/opensearch_node``, heap
 ``--heap``, 2 GB by default) with a fresh ``esrerank serve`` on one port beside it, smallest rung first.
+``--nodes 3`` runs each rung on a fresh three-node cluster instead (``opensearch_node/cluster.py``, every
+node on this machine, ``--heap`` each) with every index of ``es setup --shards 3 --replicas 1``
+(``--shards``, ``--replicas``): ``es setup``, ``es index`` and the searches name every node (the client
+spreads its requests over them); disk and heap are then the cluster's, every copy counted; the HNSW twins
+keep the serving index's shards, without replicas.
 
 *Texts.* Every distinct question the shipped samples and ``../shared/data`` hold (AskUbuntu titles and
 titles with bodies, SemEval-2016 Task 3, Meta Stack Exchange, Quora, medical pairs; read with the
@@ -64,7 +69,7 @@ The JSON is rewritten after each rung, so a long run stopped later keeps its fin
 
 Usage: ``python benchmarks/scale.py [--rungs 10000,100000,1000000] [--queries 200] [--clients 1,8]
 [--seconds-per-load 60] [--max-searches N] [--model DIR] [--rung-model N=DIR] [--heap 2g] [--skip-ingest]
-[--out benchmarks/scale.json]``.
+[--nodes 3 [--shards 3] [--replicas 1]] [--out benchmarks/scale.json]``.
 """
 
 from __future__ import annotations
@@ -279,15 +284,16 @@ def rest(url: str, method: str = "GET", body: Any = None, timeout: float = 3600.
         raise RuntimeError(f"{method} {url}: {exc.code} {exc.read()[:500]!r}") from None
 
 
-def store_bytes(es: str, index: str, data: Path) -> int:
-    """The bytes of the index's folder on disk (``DATA/nodes/0/indices/UUID``) after a refresh and a
-    flush. (Not ``_cat/indices``' store size: the node caches it for ``index.store.stats_refresh_interval``,
-    10 s, so right after a merge it still says what was there before.)"""
+def store_bytes(es: str, index: str, data: Sequence[Path]) -> int:
+    """The bytes of the index's folders on disk (``DATA/nodes/0/indices/UUID`` of every node: on a
+    cluster, every copy) after a refresh and a flush. (Not ``_cat/indices``' store size: the node caches
+    it for ``index.store.stats_refresh_interval``, 10 s, so right after a merge it still says what was
+    there before.)"""
     rest(f"{es}/{index}/_refresh", "POST")
     rest(f"{es}/{index}/_flush", "POST")
     uuid = rest(f"{es}/_cat/indices/{index}?format=json&h=uuid")[0]["uuid"]
     total = 0
-    for path in (data / "nodes" / "0" / "indices" / uuid).rglob("*"):
+    for path in (p for folder in data for p in (folder / "nodes" / "0" / "indices" / uuid).rglob("*")):
         with contextlib.suppress(FileNotFoundError):  # a merge may delete a file meanwhile
             total += path.stat().st_size if path.is_file() else 0
     if total == 0:
@@ -295,11 +301,12 @@ def store_bytes(es: str, index: str, data: Path) -> int:
     return total
 
 
-def heap_used(es: str, pid: int, samples: int = 3) -> dict[str, Any]:
-    """The node's heap in use right after a full GC (``jcmd PID GC.run``, where the JDK has jcmd): the
-    least and most of ``samples`` readings of ``_nodes/stats/jvm`` a second apart."""
-    collected = shutil.which("jcmd") is not None and subprocess.run(
-        ["jcmd", str(pid), "GC.run"], capture_output=True, timeout=120).returncode == 0
+def heap_used(es: str, pids: Sequence[int], samples: int = 3) -> dict[str, Any]:
+    """The nodes' heap in use (summed over the cluster's nodes) right after a full GC of each (``jcmd PID
+    GC.run``, where the JDK has jcmd): the least and most of ``samples`` readings of ``_nodes/stats/jvm``
+    a second apart."""
+    collected = shutil.which("jcmd") is not None and all(subprocess.run(
+        ["jcmd", str(pid), "GC.run"], capture_output=True, timeout=120).returncode == 0 for pid in pids)
     seen = []
     for i in range(samples):
         nodes = rest(f"{es}/_nodes/stats/jvm")["nodes"]
@@ -329,8 +336,8 @@ def per_1000(value: float, count: int) -> float:
 
 # -- indexing -------------------------------------------------------------------------------------------
 def index_timed(model: Path, sidecar: FreshSidecar, es: str, name: str, questions: Sequence[Any],
-                batch_size: int, es_timeout: float, after_setup: Callable[[], Any] = lambda: None
-                ) -> dict[str, Any]:
+                batch_size: int, es_timeout: float, after_setup: Callable[[], Any] = lambda: None,
+                layout: Sequence[str] = ()) -> dict[str, Any]:
     """``es setup`` (flags of :data:`INDEXES`), ``after_setup()``, then ``es index``'s run in this
     process, timed."""
     from es_plugin_bridge.bridge.sidecar_target import SidecarTarget
@@ -340,7 +347,7 @@ def index_timed(model: Path, sidecar: FreshSidecar, es: str, name: str, question
     index, flags = INDEXES[name]
     if name != "text_only" or sidecar.proc is None:
         sidecar.restart()  # an empty encoding cache for every embedding run
-    setup(model, index, flags, es, sidecar.url)
+    setup(model, index, [*flags, *layout], es, sidecar.url)
     after_setup()
     client = Connection(url=es, timeout=es_timeout).client()
     requests = sidecar.embed_requests()
@@ -378,7 +385,7 @@ def encoder_alone(sidecar: FreshSidecar, questions: Sequence[Any], batch_size: i
 
 
 def embed_once(model: Path, sidecar: FreshSidecar, es: str, data: Path, questions: Sequence[Any],
-               batch_size: int, es_timeout: float) -> dict[str, Any]:
+               batch_size: int, es_timeout: float, layout: Sequence[str] = ()) -> dict[str, Any]:
     """``esrerank embed`` of the rung's JSONL into a vectors file, then ``es index --vectors`` of it with
     the sidecar stopped (the run names a URL where nothing listens), timed each; the index is dropped."""
     from es_plugin_bridge.bridge.sidecar_target import SidecarTarget
@@ -391,7 +398,7 @@ def embed_once(model: Path, sidecar: FreshSidecar, es: str, data: Path, question
     embed_seconds = esrerank(*embed_args)
     index = "scale-file"
     sidecar.restart()
-    setup(model, index, [], es, sidecar.url)
+    setup(model, index, list(layout), es, sidecar.url)
     sidecar.stop()
     client = Connection(url=es, timeout=es_timeout).client()
     nobody = SidecarTarget(f"http://127.0.0.1:{free_port()}", timeout=5.0)
@@ -402,8 +409,9 @@ def embed_once(model: Path, sidecar: FreshSidecar, es: str, data: Path, question
     seconds = time.perf_counter() - t0
     if run.error:
         sys.exit(f"es index --vectors into {index} failed: {run.error}")
-    stored = rest(f"{es}/{index}/_count")["count"]
-    rest(f"{es}/{index}", "DELETE")
+    first = es.split(",")[0]
+    stored = rest(f"{first}/{index}/_count")["count"]
+    rest(f"{first}/{index}", "DELETE")
     return {"embed_command": " ".join(["esrerank", *embed_args]).replace(str(ROOT) + "/", ""),
             "embed_seconds": embed_seconds,
             "embed_questions_per_second": round(len(questions) / embed_seconds, 1),
@@ -445,7 +453,7 @@ def reindex(es: str, source: str, dest: str, count: int) -> float:
     return seconds
 
 
-def hnsw_build(es: str, count: int, data: Path) -> dict[str, Any]:
+def hnsw_build(es: str, count: int, data: Sequence[Path]) -> dict[str, Any]:
     """The graph's cost: the serving index copied with and without it (reindex + forcemerge each)."""
     out: dict[str, Any] = {}
     for name, graph in (("flat", False), ("hnsw", True)):
@@ -562,9 +570,9 @@ def latency(es: str, sidecar_url: str, titles: Sequence[str], args: argparse.Nam
 # -- one rung -------------------------------------------------------------------------------------------
 def run_rung(rung: dict[str, Any], real: Sequence[Any], titles: Sequence[str], model: Path, port: int,
              args: argparse.Namespace, home: Path) -> None:
-    """Every measure of one rung on a fresh node, in the order of the module's docstring, into ``rung``
-    (filled as it goes: a rung that fails keeps what it measured)."""
-    from es_plugin_bridge.opensearch_node import node
+    """Every measure of one rung on a fresh node (or cluster: ``--nodes``), in the order of the module's
+    docstring, into ``rung`` (filled as it goes: a rung that fails keeps what it measured)."""
+    from es_plugin_bridge.opensearch_node import cluster, node
 
     t_rung = time.perf_counter()
     count = rung["questions"]
@@ -577,45 +585,53 @@ def run_rung(rung: dict[str, Any], real: Sequence[Any], titles: Sequence[str], m
     run_dir = BUILD / "opensearch" / "bench-scale"
     shutil.rmtree(run_dir, ignore_errors=True)
     run_dir.parent.mkdir(parents=True, exist_ok=True)
-    say(count, f"starting OpenSearch (heap {args.heap})")
-    started = node.start(home, run_dir, heap=args.heap, timeout=300)
+    say(count, f"starting OpenSearch ({args.nodes} node{'s' * (args.nodes > 1)}, heap {args.heap} each)")
+    if args.nodes == 1:
+        nodes = [node.start(home, run_dir, heap=args.heap, timeout=300)]
+    else:
+        nodes = cluster.start_cluster(home, run_dir, count=args.nodes, heap=args.heap, timeout=600)
+    layout = layout_flags(args)
+    pids = [n.pid for n in nodes]
     sidecar = FreshSidecar(model, port, [])
     try:
-        es, data = started.url, run_dir / "data"
-        heap = {"node_started": heap_used(es, started.pid)}
+        # es: the first node, for the benchmark's own requests; urls: every node, for es setup, es index and
+        # the searches (the client spreads its requests over them)
+        es, urls, data = nodes[0].url, ",".join(n.url for n in nodes), [n.run_dir / "data" for n in nodes]
+        heap = {"node_started": heap_used(es, pids)}
         indexing: dict[str, Any] = {}
         say(count, "the encoder alone: es index's embedding calls, nothing indexed")
         rung["encoder_alone"] = encoder_alone(sidecar, questions, args.batch_size)
         say(count, "indexing with client embedding")
         indexing["client_embedding"] = index_timed(
-            model, sidecar, es, "client_embedding", questions, args.batch_size, args.es_timeout,
-            after_setup=lambda: heap.update(client_index_set_up=heap_used(es, started.pid)))
+            model, sidecar, urls, "client_embedding", questions, args.batch_size, args.es_timeout,
+            after_setup=lambda: heap.update(client_index_set_up=heap_used(es, pids)), layout=layout)
         disk = {"client_embedding": store_bytes(es, SERVING_INDEX, data)}
-        heap["client_index_built"] = heap_used(es, started.pid)
+        heap["client_index_built"] = heap_used(es, pids)
         seg = {"client_embedding": segments(es, SERVING_INDEX)}
         say(count, "forcemerge of the client-embedded index")
         rung["client_forcemerge_seconds"] = forcemerge(es, SERVING_INDEX)
         disk["client_embedding_merged"] = store_bytes(es, SERVING_INDEX, data)
-        heap["client_index_merged"] = heap_used(es, started.pid)
+        heap["client_index_merged"] = heap_used(es, pids)
         seg["client_embedding_merged"] = segments(es, SERVING_INDEX)
         say(count, "indexing the text only")
-        indexing["text_only"] = index_timed(model, sidecar, es, "text_only", questions, args.batch_size,
-                                            args.es_timeout)
+        indexing["text_only"] = index_timed(model, sidecar, urls, "text_only", questions, args.batch_size,
+                                            args.es_timeout, layout=layout)
         disk["text_only"] = store_bytes(es, INDEXES["text_only"][0], data)
         rest(f"{es}/{INDEXES['text_only'][0]}", "DELETE")
         encoder_rate = rung["encoder_alone"]["questions_per_second"]
         rung["client_embedding_of_encoder"] = round(
             indexing["client_embedding"]["questions_per_second"] / encoder_rate, 3)
         say(count, "embed once: esrerank embed, then es index --vectors with the sidecar stopped")
-        rung["embed_once"] = embed_once(model, sidecar, es, BUILD / "scale" / f"questions-{count}.jsonl",
-                                        questions, args.batch_size, args.es_timeout)
+        rung["embed_once"] = embed_once(model, sidecar, urls, BUILD / "scale" / f"questions-{count}.jsonl",
+                                        questions, args.batch_size, args.es_timeout, layout)
         if args.skip_ingest:
             indexing["ingest_embedding"] = {"skipped": True}
         else:
             limit = min(count, args.ingest_limit or count)
             say(count, f"indexing with ingest embedding ({limit:,} questions)")
-            indexing["ingest_embedding"] = index_timed(model, sidecar, es, "ingest_embedding",
-                                                       questions[:limit], args.batch_size, args.es_timeout)
+            indexing["ingest_embedding"] = index_timed(model, sidecar, urls, "ingest_embedding",
+                                                       questions[:limit], args.batch_size, args.es_timeout,
+                                                       layout=layout)
             disk["ingest_embedding"] = store_bytes(es, INDEXES["ingest_embedding"][0], data)
             rest(f"{es}/{INDEXES['ingest_embedding'][0]}", "DELETE")
         rung["indexing"] = indexing
@@ -635,14 +651,25 @@ def run_rung(rung: dict[str, Any], real: Sequence[Any], titles: Sequence[str], m
         rest(f"{es}/{SERVING_INDEX}/_settings", "PUT", {"index": {"requests.cache.enable": False}})
         sidecar.options = ["--cache-size", "0"]
         sidecar.restart()
-        rung["latency_ms"] = latency(es, sidecar.url, titles, args, count)
+        rung["latency_ms"] = latency(urls, sidecar.url, titles, args, count)
         rung["finished"] = True
     finally:
         sidecar.stop()
-        node.stop(started)
+        for started in nodes:
+            node.stop(started)
         shutil.rmtree(run_dir, ignore_errors=True)
         rung["load_average"]["end"] = load_average()
         rung["seconds"] = round(time.perf_counter() - t_rung, 1)
+
+
+def layout_flags(args: argparse.Namespace) -> list[str]:
+    """``es setup``'s ``--shards``/``--replicas`` for every index of a rung (none on one node: its
+    defaults, one shard, no replica, as the single-node rungs were measured)."""
+    if args.nodes == 1 and args.shards is None and args.replicas is None:
+        return []
+    shards = args.shards if args.shards is not None else args.nodes
+    replicas = args.replicas if args.replicas is not None else min(1, args.nodes - 1)
+    return ["--shards", str(shards), "--replicas", str(replicas)]
 
 
 def headline(rung: dict[str, Any]) -> dict[str, Any]:
@@ -670,7 +697,12 @@ def parse_args() -> argparse.Namespace:
                         help="An export-onnx directory for every rung (default: the BOW-CNN made here).")
     parser.add_argument("--rung-model", action="append", default=[], metavar="N=DIR",
                         help="Another model for rung N (repeatable).")
-    parser.add_argument("--heap", default="2g", help="The node's JVM heap (-Xms and -Xmx).")
+    parser.add_argument("--heap", default="2g", help="Each node's JVM heap (-Xms and -Xmx).")
+    parser.add_argument("--nodes", type=int, default=1,
+                        help="Nodes of the fresh cluster each rung runs on (opensearch_node/cluster.py).")
+    parser.add_argument("--shards", type=int, default=None, help="es setup --shards (default: --nodes).")
+    parser.add_argument("--replicas", type=int, default=None,
+                        help="es setup --replicas (default: 1 on several nodes, 0 on one).")
     parser.add_argument("--batch-size", type=int, default=200, help="es index's batch size.")
     parser.add_argument("--es-timeout", type=float, default=120.0, help="Seconds per OpenSearch request.")
     parser.add_argument("--skip-ingest", action="store_true", help="No ingest-embedding indexing run.")
@@ -699,9 +731,13 @@ def main() -> None:
     say(None, "reading every real question")
     titles = held_out_titles()
     real, sources = real_questions(set(titles))
+    where = ("a fresh single node per rung" if args.nodes == 1
+             else f"a fresh cluster of {args.nodes} nodes per rung (all on this machine)")
     report = machine(
-        node=f"OpenSearch {layout.SERVER_VERSION} assembled from Maven Central, a fresh single node per "
-             f"rung, {args.heap} heap, on this machine", heap=args.heap)
+        node=f"OpenSearch {layout.SERVER_VERSION} assembled from Maven Central, {where}, {args.heap} heap "
+             f"each, on this machine", heap=args.heap)
+    report["nodes"] = args.nodes
+    report["es_setup_layout"] = layout_flags(args) or "es setup's defaults (one shard, no replica)"
     report["command"] = " ".join(["python", "benchmarks/scale.py", *sys.argv[1:]])
     report["model"] = {**model_info(model), "made_here": made}
     report["models_by_rung"] = {str(rung): model_info(path) for rung, path in models.items()}
