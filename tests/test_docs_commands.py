@@ -31,7 +31,8 @@ OTHER_TOOLS = {"--adam": "benchmarks/paper_models.py", "--build-arg": "docker bu
                "--quick": "benchmarks/opensearch_modes.py",
                "--only-data-node-indexing": "benchmarks/node_loss.py",
                "--load-seconds": "benchmarks/node_loss.py", "--questions": "benchmarks/node_loss.py",
-               "--rungs": "benchmarks/scale.py", "--ingest-limit": "benchmarks/scale.py"}
+               "--rungs": "benchmarks/scale.py", "--ingest-limit": "benchmarks/scale.py",
+               "--nodes": "benchmarks/scale.py"}
 
 
 def snippets(text: str) -> Iterator[str]:
