@@ -36,6 +36,13 @@ if "torch" in sys.modules:  # a plugin loaded it first: the setting reaches only
     import warnings
 
     warnings.warn("torch was imported before tests/conftest.py set OMP_WAIT_POLICY", stacklevel=1)
+# The tests' OpenSearch nodes (Maven-assembled JVMs, none older than the session) compile with C1 alone
+# (``-XX:TieredStopAtLevel=1``): C2's compile threads are most of what a young node spends, and three
+# nodes on two cores spent it at the tests' expense. The cluster's evaluate and first-stage modules took
+# 109 s and 151 CPU-seconds with it against 197 s and 363 without; node-loss and the modes 172 s and 240
+# against 297 and 543 (docs/getting-started.md). A node's launcher reads the variable (``node.java_opts``),
+# so the nodes the tests start inherit it; a user's own setting wins.
+os.environ.setdefault("OPENSEARCH_JAVA_OPTS", "-XX:TieredStopAtLevel=1")
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -123,9 +124,10 @@ def _container() -> Iterator[EngineNode]:
     settings = {key: str(value).lower() if isinstance(value, bool) else value
                 for key, value in node.NODE_SETTINGS.items()
                 if key not in ("node.name", "network.host")}
+    java_opts = f"-Xms1g -Xmx1g {os.environ.get('OPENSEARCH_JAVA_OPTS', '')}".strip()  # conftest.py's too
     container = (DockerContainer(f"opensearchproject/opensearch:{OPENSEARCH_VERSION}")
                  .with_env("DISABLE_SECURITY_PLUGIN", "true").with_env("DISABLE_INSTALL_DEMO_CONFIG", "true")
-                 .with_env("OPENSEARCH_JAVA_OPTS", "-Xms1g -Xmx1g").with_env("http.port", str(port))
+                 .with_env("OPENSEARCH_JAVA_OPTS", java_opts).with_env("http.port", str(port))
                  .with_env("network.host", "127.0.0.1").with_kwargs(network_mode="host"))
     for key, value in settings.items():
         container = container.with_env(key, json.dumps(value) if isinstance(value, list) else str(value))

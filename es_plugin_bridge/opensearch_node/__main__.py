@@ -16,7 +16,7 @@ from pathlib import Path
 
 from .cluster import node_dirs, running_nodes, start_cluster
 from .layout import AssemblyError, assemble, default_home
-from .node import NodeError, RunningNode, kept_data, read_running, start, stop
+from .node import NodeError, RunningNode, java_opts, kept_data, read_running, start, stop
 
 ROOT = Path.cwd()
 SINGLE_DIR = ROOT / "build" / "opensearch" / "local"
@@ -71,6 +71,7 @@ def _start(args: argparse.Namespace) -> int:
         print(f"already running: {', '.join(f'{n.url} (pid {n.pid})' for n in running)}", file=sys.stderr)
         print("\n".join(n.url for n in running))
         return 0
+    java_opts()  # a malformed OPENSEARCH_JAVA_OPTS is refused before anything is laid out or deleted
     assemble(args.home, log=lambda line: print(line, file=sys.stderr))
     if args.fresh:
         _clean(args.run_dir)

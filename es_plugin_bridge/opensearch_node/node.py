@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import signal
 import subprocess
 import time
@@ -107,8 +108,8 @@ def launch(home: Path, run_dir: Path, settings: dict[str, object], *, http_port:
     java = os.environ.get("JAVA_HOME")
     java_bin = str(Path(java) / "bin" / "java") if java else "java"
     classpath = os.pathsep.join([str(home / "lib" / "*"), str(home / "launcher")])
-    command = [java_bin, f"-Xms{heap}", f"-Xmx{heap}", *JVM_OPTIONS,
-               f"-Djava.io.tmpdir={run_dir / 'tmp'}", "-cp", classpath, "Launcher", str(home), str(conf)]
+    command = [java_bin, f"-Xms{heap}", f"-Xmx{heap}", *JVM_OPTIONS, f"-Djava.io.tmpdir={run_dir / 'tmp'}",
+               *java_opts(), "-cp", classpath, "Launcher", str(home), str(conf)]
     (run_dir / "tmp").mkdir(exist_ok=True)
     console = open(run_dir / "console.log", "wb")  # noqa: SIM115 - the child writes to it after we return
     process = subprocess.Popen(command, stdout=console, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -117,6 +118,16 @@ def launch(home: Path, run_dir: Path, settings: dict[str, object], *, http_port:
     record = {"url": node.url, "pid": node.pid, "transport_port": transport_port, "version": SERVER_VERSION}
     (run_dir / "node.json").write_text(json.dumps(record))
     return node, process
+
+
+def java_opts() -> list[str]:
+    """``OPENSEARCH_JAVA_OPTS``, as the distribution's ``bin/opensearch`` reads it: JVM options after the
+    node's own, so that one given again (``-Xmx``) wins."""
+    value = os.environ.get("OPENSEARCH_JAVA_OPTS", "")
+    try:
+        return shlex.split(value)
+    except ValueError as exc:
+        raise NodeError(f"OPENSEARCH_JAVA_OPTS={value!r} is not a list of JVM options: {exc}") from None
 
 
 def wait_ready(url: str, *, timeout: float, alive: Callable[[], bool] = lambda: True) -> None:

@@ -21,9 +21,19 @@ from es_plugin_bridge.opensearch_node import layout
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _command(*args: str) -> subprocess.CompletedProcess:
+def _command(*args: str, java_opts: str | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, **({"OPENSEARCH_JAVA_OPTS": java_opts} if java_opts is not None else {})}
     return subprocess.run([sys.executable, "-m", "es_plugin_bridge.opensearch_node", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300, env=env)
+
+
+def test_a_malformed_opensearch_java_opts_is_refused_in_one_line_before_anything_starts(tmp_path):
+    run_dir = tmp_path / "local"
+    refused = _command("start", "--run-dir", str(run_dir), java_opts='-Xmx1g "-Dunclosed')
+    assert refused.returncode == 2 and refused.stdout == "" and "Traceback" not in refused.stderr
+    (line,) = refused.stderr.strip().splitlines()
+    assert line.startswith("error: OPENSEARCH_JAVA_OPTS='-Xmx1g \"-Dunclosed' is not a list of JVM options")
+    assert not run_dir.exists()
 
 
 def test_without_docker_java_or_maven_the_reason_names_what_is_missing(monkeypatch):
@@ -76,7 +86,9 @@ def test_the_node_keeps_its_data_across_stop_kill_and_start_on_the_same_port(ope
     `make opensearch` / `make opensearch-stop` print: the URL alone on stdout, "already running" for a
     second start, and the stop (one node's three starts serve both checks: each costs a JVM start)."""
     run_dir = tmp_path / "local"
-    started = _command("start", "--run-dir", str(run_dir))
+    # OPENSEARCH_JAVA_OPTS comes after the node's own options, as in the distribution: -Xmx given again wins
+    java_opts = f"{os.environ.get('OPENSEARCH_JAVA_OPTS', '')} -Xmx640m -Xms640m".strip()
+    started = _command("start", "--run-dir", str(run_dir), java_opts=java_opts)
     assert started.returncode == 0, started.stderr
     (url,) = started.stdout.split()
     assert "new data folder" in started.stderr
@@ -84,6 +96,10 @@ def test_the_node_keeps_its_data_across_stop_kill_and_start_on_the_same_port(ope
         assert url.startswith("http://127.0.0.1:") and url != opensearch.url
         with urllib.request.urlopen(url, timeout=30) as resp:
             assert json.loads(resp.read())["version"]["number"] == layout.SERVER_VERSION
+        (jvm,) = engine_node.EngineNode(url, "the make-opensearch node").ok("GET", "/_nodes/_local/jvm")[
+            "nodes"].values()
+        assert jvm["jvm"]["input_arguments"][-len(java_opts.split()):] == java_opts.split()
+        assert jvm["jvm"]["mem"]["heap_max_in_bytes"] == 640 * 2**20
         running = _command("start", "--run-dir", str(run_dir))
         assert running.returncode == 0 and running.stdout.strip() == url
         assert "already running" in running.stderr
