@@ -22,12 +22,15 @@ def load_average() -> list[float]:
 
 
 def machine(**extra: Any) -> dict[str, Any]:
-    """CPU, cores, Python, platform and load at the start, plus the script's own ``extra`` fields."""
+    """CPU, cores, Python, platform, the JVM options an OpenSearch node is given beyond its own (the
+    default JIT unless set: the tests set C1 alone) and load at the start, plus the script's own ``extra``
+    fields."""
     return {
         "cpu": cpu_name(),
         "cores": os.cpu_count(),
         "python": platform.python_version(),
         "platform": platform.platform(),
+        "opensearch_java_opts": os.environ.get("OPENSEARCH_JAVA_OPTS", ""),
         **extra,
         "load_average_at_start": load_average(),
     }

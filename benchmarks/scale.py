@@ -359,7 +359,7 @@ def index_timed(model: Path, sidecar: FreshSidecar, es: str, name: str, question
     seconds = time.perf_counter() - t0
     if run.error:
         sys.exit(f"es index into {index} failed: {run.error}")
-    return {"index": index, "es_setup_flags": flags, "questions": run.report.indexed,
+    return {"index": index, "es_setup_flags": [*flags, *layout], "questions": run.report.indexed,
             "seconds": round(seconds, 2), "questions_per_second": round(run.report.indexed / seconds, 1),
             "encode_requests": sidecar.embed_requests() - requests, "load_average_before": load}
 
