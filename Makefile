@@ -55,7 +55,7 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 # The install goes through uv (from PyPI, into the venv): it resolves, downloads and links in parallel and
-# compiles no bytecode ahead (Python does, on first import, for what is used). A fresh install took 18 s
+# compiles no bytecode ahead (Python does, on first import, for what is used). A fresh install took 18-38 s
 # with uv against 203 s with pip (both from PyPI without a cache, torch from ../shared/wheels). uv reads
 # UV_FIND_LINKS (comma-separated), not PIP_FIND_LINKS (space-separated), so a PIP_FIND_LINKS folder (where
 # .ci/run finds the CPU torch) is passed on, and it uses the system's certificates, as pip does. Where uv
