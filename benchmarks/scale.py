@@ -569,23 +569,30 @@ def latency(es: str, sidecar_url: str, titles: Sequence[str], args: argparse.Nam
 
 # -- one rung -------------------------------------------------------------------------------------------
 def run_rung(rung: dict[str, Any], real: Sequence[Any], titles: Sequence[str], model: Path, port: int,
-             args: argparse.Namespace, home: Path) -> None:
-    """Every measure of one rung on a fresh node (or cluster: ``--nodes``), in the order of the module's
-    docstring, into ``rung`` (filled as it goes: a rung that fails keeps what it measured)."""
+             args: argparse.Namespace, home: Path, save: Callable[[], None]) -> None:
+    """Every measure of one rung on a fresh node (or cluster: ``--nodes``) into ``rung``, filled as it
+    goes and saved (``save()``) before each phase: a rung that fails or is stopped keeps what it
+    measured. The HNSW twins come last: the longest phase, and no serving figure needs them."""
     from es_plugin_bridge.opensearch_node import cluster, node
 
     t_rung = time.perf_counter()
     count = rung["questions"]
-    say(count, "building the questions")
+
+    def phase(text: str) -> None:
+        rung["seconds"] = round(time.perf_counter() - t_rung, 1)
+        save()
+        say(count, text)
+
+    phase("building the questions")
     questions, n_real = rung_questions(real, count)
     rung.update(real=n_real, variants=count - n_real)
-    data = BUILD / "scale" / f"questions-{count}.jsonl"
-    write_jsonl(questions, data)
-    rung["data_file"] = str(data.relative_to(ROOT))
+    data_file = BUILD / "scale" / f"questions-{count}.jsonl"
+    write_jsonl(questions, data_file)
+    rung["data_file"] = str(data_file.relative_to(ROOT))
     run_dir = BUILD / "opensearch" / "bench-scale"
     shutil.rmtree(run_dir, ignore_errors=True)
     run_dir.parent.mkdir(parents=True, exist_ok=True)
-    say(count, f"starting OpenSearch ({args.nodes} node{'s' * (args.nodes > 1)}, heap {args.heap} each)")
+    phase(f"starting OpenSearch ({args.nodes} node{'s' * (args.nodes > 1)}, heap {args.heap} each)")
     if args.nodes == 1:
         nodes = [node.start(home, run_dir, heap=args.heap, timeout=300)]
     else:
@@ -599,21 +606,22 @@ def run_rung(rung: dict[str, Any], real: Sequence[Any], titles: Sequence[str], m
         es, urls, data = nodes[0].url, ",".join(n.url for n in nodes), [n.run_dir / "data" for n in nodes]
         heap = {"node_started": heap_used(es, pids)}
         indexing: dict[str, Any] = {}
-        say(count, "the encoder alone: es index's embedding calls, nothing indexed")
-        rung["encoder_alone"] = encoder_alone(sidecar, questions, args.batch_size)
-        say(count, "indexing with client embedding")
+        sample = questions[:args.rate_sample] if args.rate_sample else questions
+        phase(f"the encoder alone on {len(sample):,} questions: es index's embedding calls, nothing indexed")
+        rung["encoder_alone"] = encoder_alone(sidecar, sample, args.batch_size)
+        phase("indexing with client embedding")
         indexing["client_embedding"] = index_timed(
             model, sidecar, urls, "client_embedding", questions, args.batch_size, args.es_timeout,
             after_setup=lambda: heap.update(client_index_set_up=heap_used(es, pids)), layout=layout)
         disk = {"client_embedding": store_bytes(es, SERVING_INDEX, data)}
         heap["client_index_built"] = heap_used(es, pids)
         seg = {"client_embedding": segments(es, SERVING_INDEX)}
-        say(count, "forcemerge of the client-embedded index")
+        phase("forcemerge of the client-embedded index")
         rung["client_forcemerge_seconds"] = forcemerge(es, SERVING_INDEX)
         disk["client_embedding_merged"] = store_bytes(es, SERVING_INDEX, data)
         heap["client_index_merged"] = heap_used(es, pids)
         seg["client_embedding_merged"] = segments(es, SERVING_INDEX)
-        say(count, "indexing the text only")
+        phase("indexing the text only")
         indexing["text_only"] = index_timed(model, sidecar, urls, "text_only", questions, args.batch_size,
                                             args.es_timeout, layout=layout)
         disk["text_only"] = store_bytes(es, INDEXES["text_only"][0], data)
@@ -621,23 +629,25 @@ def run_rung(rung: dict[str, Any], real: Sequence[Any], titles: Sequence[str], m
         encoder_rate = rung["encoder_alone"]["questions_per_second"]
         rung["client_embedding_of_encoder"] = round(
             indexing["client_embedding"]["questions_per_second"] / encoder_rate, 3)
-        say(count, "embed once: esrerank embed, then es index --vectors with the sidecar stopped")
-        rung["embed_once"] = embed_once(model, sidecar, urls, BUILD / "scale" / f"questions-{count}.jsonl",
-                                        questions, args.batch_size, args.es_timeout, layout)
+        phase(f"embed once on {len(sample):,} questions: esrerank embed, then es index --vectors with the "
+              "sidecar stopped")
+        sample_file = data_file
+        if len(sample) < count:
+            sample_file = BUILD / "scale" / f"questions-{count}-first-{len(sample)}.jsonl"
+            write_jsonl(sample, sample_file)
+        rung["embed_once"] = embed_once(model, sidecar, urls, sample_file, sample, args.batch_size,
+                                        args.es_timeout, layout)
         if args.skip_ingest:
             indexing["ingest_embedding"] = {"skipped": True}
         else:
             limit = min(count, args.ingest_limit or count)
-            say(count, f"indexing with ingest embedding ({limit:,} questions)")
+            phase(f"indexing with ingest embedding ({limit:,} questions)")
             indexing["ingest_embedding"] = index_timed(model, sidecar, urls, "ingest_embedding",
                                                        questions[:limit], args.batch_size, args.es_timeout,
                                                        layout=layout)
             disk["ingest_embedding"] = store_bytes(es, INDEXES["ingest_embedding"][0], data)
             rest(f"{es}/{INDEXES['ingest_embedding'][0]}", "DELETE")
         rung["indexing"] = indexing
-        say(count, "HNSW graph: reindex with and without it")
-        rung["hnsw"] = hnsw_build(es, count, data)
-        rung["hnsw_build_seconds"] = rung["hnsw"]["seconds"]
         counts = {name: run.get("questions", count) for name, run in indexing.items()}
         rung["disk_bytes"] = disk
         rung["disk_bytes_per_1000"] = {name: per_1000(b, counts.get(name.removesuffix("_merged"), count))
@@ -647,11 +657,18 @@ def run_rung(rung: dict[str, Any], real: Sequence[Any], titles: Sequence[str], m
         rung["heap_bytes_per_1000"] = {name: per_1000(heap[name]["min"] - base, count)
                                        for name in ("client_index_built", "client_index_merged")}
         rung["segments"] = seg
-        say(count, "latency: a sidecar without encoding cache, the request cache off")
+        phase("latency: a sidecar without encoding cache, the request cache off")
         rest(f"{es}/{SERVING_INDEX}/_settings", "PUT", {"index": {"requests.cache.enable": False}})
         sidecar.options = ["--cache-size", "0"]
         sidecar.restart()
         rung["latency_ms"] = latency(urls, sidecar.url, titles, args, count)
+        sidecar.stop()
+        if args.skip_hnsw:
+            rung["hnsw"] = {"skipped": True}
+        else:
+            phase("HNSW graph: reindex with and without it")
+            rung["hnsw"] = hnsw_build(es, count, data)
+            rung["hnsw_build_seconds"] = rung["hnsw"]["seconds"]
         rung["finished"] = True
     finally:
         sidecar.stop()
@@ -708,12 +725,40 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--skip-ingest", action="store_true", help="No ingest-embedding indexing run.")
     parser.add_argument("--ingest-limit", type=int, default=0,
                         help="Time the ingest embedding on the rung's first N questions (0: all).")
+    parser.add_argument("--rate-sample", type=int, default=0,
+                        help="Time the encoder alone and embed once on a rung's first N questions (0: all).")
+    parser.add_argument("--skip-hnsw", action="store_true",
+                        help="No HNSW twins (reindex with and without the graph).")
+    parser.add_argument("--append", action="store_true",
+                        help="Keep --out's rungs of other sizes; this run's rungs replace those of theirs.")
     parser.add_argument("--out", type=Path, default=HERE / "scale.json")
     args = parser.parse_args()
     args.rungs = sorted(args.rungs)
     if args.queries + args.warmup > HELD_OUT:
         parser.error(f"--queries + --warmup must be at most {HELD_OUT}")
     return args
+
+
+def this_command() -> str:
+    return " ".join(["python", "benchmarks/scale.py", *sys.argv[1:]])
+
+
+def appended(out: Path, report: dict[str, Any]) -> dict[str, Any]:
+    """``--append``: ``out``'s report, its rungs kept (those this run measures again are replaced), this
+    run's machine, settings and command recorded under ``appended_runs`` (each new rung names its own
+    command); a run of another layout or node heap is refused, as its rungs would not compare."""
+    try:
+        old = json.loads(out.read_text())
+    except (OSError, ValueError) as exc:
+        sys.exit(f"--append: cannot read {out}: {exc}")
+    for key in ("nodes", "es_setup_layout", "heap", "latency_setup"):
+        if old.get(key, report.get(key)) != report.get(key):
+            sys.exit(f"--append: {out} was measured with {key} {old.get(key)!r}, this run has "
+                     f"{report.get(key)!r}; write another --out")
+    run = {k: v for k, v in report.items() if k != "rungs"}
+    old.setdefault("appended_runs", []).append(run)
+    old.setdefault("models_by_rung", {}).update(report["models_by_rung"])
+    return old
 
 
 def main() -> None:
@@ -738,7 +783,7 @@ def main() -> None:
              f"each, on this machine", heap=args.heap)
     report["nodes"] = args.nodes
     report["es_setup_layout"] = layout_flags(args) or "es setup's defaults (one shard, no replica)"
-    report["command"] = " ".join(["python", "benchmarks/scale.py", *sys.argv[1:]])
+    report["command"] = this_command()
     report["model"] = {**model_info(model), "made_here": made}
     report["models_by_rung"] = {str(rung): model_info(path) for rung, path in models.items()}
     report["texts"] = {
@@ -754,18 +799,28 @@ def main() -> None:
                                "seconds_per_load": args.seconds_per_load,
                                "max_searches_per_load": args.max_searches or args.queries,
                                "window": args.window, "top": 10, "index": "client_embedding, merged"}
+    report["rate_sample"] = args.rate_sample or "every question of the rung"
     report["rungs"] = []
+    if args.append:
+        report = appended(args.out, report)
     port = free_port()
+
+    def save() -> None:
+        report["rungs"].sort(key=lambda r: r["questions"])
+        args.out.write_text(json.dumps(report, indent=2) + "\n")
+
     for count in args.rungs:
         say(count, f"start (model {models[count].name})")
         rung: dict[str, Any] = {"questions": count, "finished": False, "model": models[count].name,
+                                "command": report["command"] if not args.append else this_command(),
+                                "rate_sample": args.rate_sample or None,
                                 "load_average": {"start": load_average()}}
-        report["rungs"].append(rung)
+        report["rungs"] = [r for r in report["rungs"] if r["questions"] != count] + [rung]
         try:
-            run_rung(rung, real, titles, models[count], port, args, home)
+            run_rung(rung, real, titles, models[count], port, args, home, save)
         finally:
             report["load_average_at_end"] = load_average()
-            args.out.write_text(json.dumps(report, indent=2) + "\n")
+            save()
         say(count, f"done in {rung['seconds']:.0f} s: {args.out}")
         print(json.dumps(headline(rung), indent=2), flush=True)
 
