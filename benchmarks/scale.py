@@ -65,11 +65,17 @@ every rung, ``--rung-model N=DIR`` for one rung (e.g. MiniLM's int8 export where
   only ``size: 0`` searches anyway).
 - ``load_average``: the machine's load at the start and end of the rung (other work skews every figure).
 
-The JSON is rewritten after each rung, so a long run stopped later keeps its finished rungs.
+The JSON is rewritten before every phase and after each rung, so a long run stopped later keeps what it
+measured (a rung stopped midway says ``"finished": false``). The HNSW twins run last in a rung, after the
+latencies. For a million questions, where one rung takes hours here: ``--rate-sample N`` times the encoder
+alone and embed once on the rung's first N questions (rates, not totals; the JSON says so),
+``--skip-hnsw`` leaves the twins out, and ``--append`` adds the run's rungs to an existing ``--out``
+(measured with the same layout, heap and latency setup, or refused), each rung naming its own command.
 
 Usage: ``python benchmarks/scale.py [--rungs 10000,100000,1000000] [--queries 200] [--clients 1,8]
 [--seconds-per-load 60] [--max-searches N] [--model DIR] [--rung-model N=DIR] [--heap 2g] [--skip-ingest]
-[--nodes 3 [--shards 3] [--replicas 1]] [--out benchmarks/scale.json]``.
+[--ingest-limit N] [--rate-sample N] [--skip-hnsw] [--nodes 3 [--shards 3] [--replicas 1]] [--append]
+[--out benchmarks/scale.json]``.
 """
 
 from __future__ import annotations

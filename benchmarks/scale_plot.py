@@ -48,9 +48,10 @@ def draw(report: dict[str, Any], out: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rungs = [r for r in report["rungs"] if r.get("finished")]
+    # a rung stopped during its last phase (the HNSW twins) still has every figure drawn here
+    rungs = [r for r in report["rungs"] if r.get("finished") or r.get("latency_ms")]
     if not rungs:
-        raise SystemExit("scale.json holds no finished rung: nothing to draw")
+        raise SystemExit("scale.json holds no rung with its latencies measured: nothing to draw")
     sizes = [r["questions"] for r in rungs]
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.8))
     for name, values in indexing_rates(rungs).items():
