@@ -32,7 +32,9 @@ OTHER_TOOLS = {"--adam": "benchmarks/paper_models.py", "--build-arg": "docker bu
                "--only-data-node-indexing": "benchmarks/node_loss.py",
                "--load-seconds": "benchmarks/node_loss.py", "--questions": "benchmarks/node_loss.py",
                "--rungs": "benchmarks/scale.py", "--ingest-limit": "benchmarks/scale.py",
-               "--nodes": "benchmarks/scale.py"}
+               "--nodes": "benchmarks/scale.py", "--rate-sample": "benchmarks/scale.py",
+               "--append": "benchmarks/scale.py", "--skip-hnsw": "benchmarks/scale.py",
+               "--embedding": "benchmarks/resume_scale.py"}
 
 
 def snippets(text: str) -> Iterator[str]:
