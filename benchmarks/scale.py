@@ -818,7 +818,7 @@ def main() -> None:
     for count in args.rungs:
         say(count, f"start (model {models[count].name})")
         rung: dict[str, Any] = {"questions": count, "finished": False, "model": models[count].name,
-                                "command": report["command"] if not args.append else this_command(),
+                                "command": this_command(),
                                 "rate_sample": args.rate_sample or None,
                                 "load_average": {"start": load_average()}}
         report["rungs"] = [r for r in report["rungs"] if r["questions"] != count] + [rung]
