@@ -38,6 +38,7 @@ import torch
 from safetensors import SafetensorError
 
 import es_plugin_bridge
+from es_plugin_bridge.core.hybrid_fusion import HybridFusion
 from es_plugin_bridge.core.manifest import write_manifest
 from es_plugin_bridge.core.model_config import (
     ENCODER_OUTPUT,
@@ -185,6 +186,7 @@ def _config(
         dynamic_length=dynamic,
         inputs=own["inputs"],
         tokenizer=own["tokenizer"],
+        hybrid=HybridFusion(**fusion["hybrid"]["fusion"]) if fusion.get("hybrid") else None,
         output=ENCODER_OUTPUT,
         opset=OPSET,
         text=featurizer.preprocessor.options.model_dump(mode="json"),

@@ -232,16 +232,18 @@ allow_failures_option = click.option(
 knn_option = click.option(
     "--knn",
     type=click.Choice(["exact", "hnsw"]),
-    default="exact",
-    show_default=True,
-    help="Modes hybrid, hybrid-rrf: the vectors' top window by exact script_score (the in-process "
-    "order; cost grows with the index) or approximate HNSW knn (cosine models; may miss a neighbour).",
+    default=None,
+    help="Modes learned-hybrid, hybrid, hybrid-rrf: the vectors' top window by approximate HNSW knn "
+    "(default wherever the index has a graph: cosine models) or exact script_score (the in-process order; "
+    "cost grows with the index).",
 )
 
 
 @es_group.command("search")
 @click.argument("query", nargs=-1, required=True)
-@click.option("--mode", type=MODE_CHOICE, default="bridge", show_default=True, help="How to rerank.")
+@click.option("--mode", type=MODE_CHOICE, default=None,
+              help="How to rerank (default: the mode es setup recorded as best for the index, learned-hybrid "
+              "where the index holds vectors and the model its fit).")
 @click.option("--first-stage", type=STAGE_CHOICE, default="bm25", show_default=True)
 @click.option("--top", default=10, show_default=True, type=click.IntRange(min=1))
 @click.option(
@@ -264,7 +266,7 @@ knn_option = click.option(
 @connection_options
 def search_command(
     query: tuple[str, ...],
-    mode: str,
+    mode: str | None,
     first_stage: str,
     top: int,
     window: int,
@@ -272,7 +274,7 @@ def search_command(
     as_json: bool,
     shard_statistics: bool,
     allow_rerank_failures: bool,
-    knn: str,
+    knn: str | None,
     index_name: str,
     sidecar_url: str,
     token: str | None,
@@ -293,6 +295,7 @@ def search_command(
                          sidecar=sidecar_target(sidecar_url, token, timeout, sidecar_ca_certs),
                          allow_rerank_failures=allow_rerank_failures, knn=knn,
                          global_statistics=not shard_statistics)
+    mode = searcher.name
     result = searcher.search(question_from_text(text), top)
     # The modes' searches bring their hits' titles; only those they do not (hybrid) are read, in one mget.
     found = searcher.stage.questions([doc for doc, _ in result.hits])

@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "pretrain": ("es_plugin_bridge.cli.pretrain", "pretrain"),
     "split": ("es_plugin_bridge.cli.split", "split"),
     "export-onnx": ("es_plugin_bridge.cli.export", "export_onnx_command"),
+    "fit-hybrid": ("es_plugin_bridge.cli.fit_hybrid", "fit_hybrid_command"),
     "embeddings": ("es_plugin_bridge.cli.embeddings", "embeddings_command"),
     "embed": ("es_plugin_bridge.cli.embed", "embed_command"),
     "serve": ("es_plugin_bridge.cli.serve", "serve_command"),

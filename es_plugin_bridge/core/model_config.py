@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from es_plugin_bridge.core.hybrid_fusion import HybridFusion
 from es_plugin_bridge.errors import UserError
 
 FORMAT = "es_plugin_bridge.model_dir"
@@ -137,6 +138,9 @@ class ExportedConfig(BaseModel):
     versions: dict[str, str]
     verification: Verification | None = None
     tokenizer: SubwordConfig | None = None
+    #: The learned hybrid (``core.hybrid_fusion``), fitted on dev at training time; None for a model
+    #: without vectors (a cross-encoder) or one exported before the fit existed.
+    hybrid: HybridFusion | None = None
     model: dict[str, Any] = Field(default_factory=dict)
     source: dict[str, Any] = Field(default_factory=dict)
 

@@ -50,7 +50,7 @@ from es_plugin_bridge.demo.common import (
 #: 10 minutes on this split it retrieved worse under some protocols (docs: results.md) and it would not
 #: fit the demo's 5 minutes — with its fusion β and calibration fit on dev, exported to int8 ONNX
 #: (encodes the 36k titles about 2.5 times as fast as fp32).
-TRANSFORMER_RANKERS = ["dense", "hybrid"]
+TRANSFORMER_RANKERS = ["dense", "hybrid", "learned-hybrid"]
 SIDECAR_DOCS = 5
 RETRIEVAL_KEY, RERANK_KEY = "retrieval-askubuntu", "rerank-semeval-dev"
 CAVEAT = ("all-MiniLM-L6-v2 was pre-trained by its authors on about a billion sentence pairs, Stack "
@@ -113,16 +113,36 @@ def transformer_step(ctx: DemoContext) -> None:
             f"`{command}`", "", f"`{export}`", "", *lines, "")
 
 
-def _preloaded(model: Path, questions: Sequence[Question]) -> dict[str, Any]:
-    """``context_options`` whose scorer has already encoded ``questions``, shortest text first: each batch
-    pads to its longest text, so in length order the collection costs about 30 % less CPU (measured on
-    the AskUbuntu titles) than in file order. The evaluation then finds every vector cached."""
-    from es_plugin_bridge.rankers.neural import preloaded
+def _preloaded(model: Path, questions: Sequence[Question]) -> Any:
+    """The model's scorer with ``questions`` already encoded, shortest text first: each batch pads to its
+    longest text, so in length order the collection costs about 30 % less CPU (measured on the AskUbuntu
+    titles) than in file order. The hybrid fit and the evaluation then find every vector cached."""
     from es_plugin_bridge.serving.scorer import ExportedScorer
 
     scorer = ExportedScorer.from_dir(model)
     scorer.vectors(sorted(questions, key=lambda q: len(q.title) + min(len(q.body), 1000)))
-    return {"shared": preloaded(scorer)}
+    return scorer
+
+
+def _fit_hybrid(ctx: DemoContext, model: Path, scorer: Any) -> None:
+    """The learned hybrid fitted on the dev duplicates among every title (``esrerank fit-hybrid``), as a
+    site fits it on its own index: what mode learned-hybrid and its in-process ranker then compute."""
+    from es_plugin_bridge.data.spec import read_spec
+    from exporters.hybrid_refit import refit_hybrid
+
+    command = (f"esrerank fit-hybrid {model} --dev pairs:{ctx.split['dev']} "
+               f"--corpus pairs:{ctx.split['all']}")
+    say(ctx, f"$ {command}")
+    fusion, report = refit_hybrid(model, [read_spec(f"pairs:{ctx.split['dev']}")],
+                                  list(_titles(ctx).values()), scorer=scorer)
+    held = report["held_out"]
+    line = (f"learned hybrid: {fusion.describe()} — {report['chosen']}; held-out (5-fold) MRR@10 on "
+            f"{report['queries']} dev queries: fusion {held['fusion']}, dense alone {held['dense alone']}, "
+            f"BM25 alone {held['first_stage alone']}")
+    say(ctx, escape(line))
+    ctx.facts["hybrid_fit"] = report
+    ctx.add("retrieval", "### The learned hybrid, fitted on dev among every title", "", f"`{command}`", "",
+            line, "")
 
 
 def _titles(ctx: DemoContext) -> dict[str, Question]:
@@ -141,7 +161,13 @@ def retrieval_step(ctx: DemoContext) -> None:
     names = similarities() + (TRANSFORMER_RANKERS if model else [])
     title = ("Retrieval, AskUbuntu test duplicates among all titles"
              + (", MiniLM int8 against the first stages" if model else ", first stages"))
-    options = _preloaded(model, list(_titles(ctx).values())) if model else None
+    options = None
+    if model:
+        from es_plugin_bridge.rankers.neural import preloaded
+
+        scorer = _preloaded(model, list(_titles(ctx).values()))
+        _fit_hybrid(ctx, model, scorer)
+        options = {"shared": preloaded(scorer)}
     retrieval(ctx, RETRIEVAL_KEY, title, names, model, context_options=options)
 
 
@@ -196,9 +222,11 @@ def rerank_step(ctx: DemoContext) -> None:
     options = None
     if model:
         from es_plugin_bridge.data.spec import read_spec
+        from es_plugin_bridge.rankers.neural import preloaded
 
         queries = read_spec(f"semeval:{samples_dir() / SEMEVAL_DEV}").queries
-        options = _preloaded(model, [q for rq in queries for q in (rq.query, *rq.candidates)])
+        options = {"shared": preloaded(_preloaded(model, [q for rq in queries
+                                                          for q in (rq.query, *rq.candidates)]))}
     rerank(ctx, RERANK_KEY, title, names, model, context_options=options)
     if model:
         say(ctx, f"[dim]note: {CAVEAT}[/dim]")

@@ -153,7 +153,9 @@ def _mode_lines(cluster: ClusterInfo, meta: IndexMeta, endpoints: dict[str, str]
         hint = "; use native or bridge" if meta.pairwise else ""
         lines.append(f"mode vectors: unavailable ({no_vectors}{hint})")
         lines.append(f"mode hybrid:  unavailable ({no_vectors}{hint})")
+        lines.append(f"mode learned-hybrid: unavailable ({no_vectors}{hint})")
     else:
+        lines.append(learned_hybrid_line(cluster, meta, "both windows in one _msearch, fused in the client"))
         how = ("one call (rescorer retriever)" if cluster.paid
                else f"two calls ({cluster.licence} licence: the linear retriever needs enterprise or trial)")
         lines.append(f"mode vectors: ready, {how}")
@@ -255,6 +257,21 @@ def _opensearch_embeds_line(meta: IndexMeta) -> str:
             f"{pipeline} ({how})")
 
 
+def learned_hybrid_line(cluster: ClusterInfo, meta: IndexMeta, how: str) -> str:
+    """Mode learned-hybrid's readiness line: ready (how, the fusion, --knn's default), or why not."""
+    from es_plugin_bridge.core.hybrid_fusion import HybridFusion
+
+    if meta.hybrid is None:
+        return ("mode learned-hybrid: unavailable (the model records no learned hybrid: esrerank fit-hybrid "
+                "MODEL_DIR, then es setup again)")
+    try:
+        cluster.require("learned-hybrid")
+    except UserError as exc:
+        return f"mode learned-hybrid: unavailable ({exc})"
+    return (f"mode learned-hybrid: ready, the default ({how}; {HybridFusion(**meta.hybrid).describe()}; "
+            f"--knn {meta.default_knn})")
+
+
 def _opensearch_mode_lines(cluster: ClusterInfo, meta: IndexMeta, pipeline: str) -> list[str]:
     """One line per mode on OpenSearch: ready (and how), or unavailable and why; then the modes that run
     on Elasticsearch only (from the registry)."""
@@ -263,6 +280,8 @@ def _opensearch_mode_lines(cluster: ClusterInfo, meta: IndexMeta, pipeline: str)
     no_vectors = meta.no_vectors_reason
     lines = [_opensearch_embeds_line(meta)] if no_vectors is None or meta.embedding else []
     if no_vectors is None:
+        how = "one hybrid query, the fitted normalization-processor in the request"
+        lines.append(learned_hybrid_line(cluster, meta, how))
         lines.append("mode vectors: ready, two calls (OpenSearch has no linear or rescorer retriever)")
         try:
             cluster.require("hybrid")

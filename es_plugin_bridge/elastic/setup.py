@@ -104,6 +104,9 @@ class IndexMeta:
     #: sha256 of the model directory's manifest.json (``core/manifest.py``): which exact model made the
     #: index, so ``es index --vectors`` refuses a file embedded by another (None: set up before it existed).
     manifest_sha256: str | None = None
+    #: The model's learned hybrid (``core.hybrid_fusion.HybridFusion`` as a dict; config.json's ``hybrid``),
+    #: which mode learned-hybrid sends as the engine's pipeline; None: the model records none.
+    hybrid: dict[str, Any] | None = None
 
     @property
     def no_vectors_reason(self) -> str | None:
@@ -117,9 +120,13 @@ class IndexMeta:
 
     @property
     def suggested_mode(self) -> str:
-        """The mode to try first (``es setup``'s last line): rerank where OpenSearch has a search pipeline
-        for the index, hybrid where it holds vectors, native where it has an endpoint (a pairwise
-        model, or --no-vectors), else bridge (runs anywhere)."""
+        """The mode ``es search`` runs without ``--mode`` (and ``es setup``'s last line names): the learned
+        hybrid where the index holds vectors and the model records its fit (benchmarks/engine_hybrid.py:
+        the best of every mode and of the engine's own hybrids, at the engine's speed); else rerank where
+        OpenSearch has a search pipeline for the index, hybrid where it holds vectors, native where it
+        has an endpoint (a pairwise model, or --no-vectors), else bridge (runs anywhere)."""
+        if self.dimension is not None and self.hybrid is not None:
+            return "learned-hybrid"
         if self.search_pipeline:
             return "rerank"
         if self.dimension is not None:
@@ -136,6 +143,12 @@ class IndexMeta:
             return (f"the vectors were added in place to {self.source.get('index')}, which is not a k-NN "
                     "index (index.knn is a static setting), so they have no HNSW graph")
         return None
+
+    @property
+    def default_knn(self) -> str:
+        """How the vector modes search the vectors without ``--knn``: HNSW wherever the index has a graph
+        (78 ms against 1,217 ms p50 for a million questions, benchmarks/scale.json), else exact."""
+        return "exact" if self.hnsw_off_reason is not None else "hnsw"
 
     @property
     def title_field(self) -> str:
@@ -161,6 +174,7 @@ class IndexMeta:
             "pairwise": self.pairwise,
             "search_pipeline": self.search_pipeline,
             "manifest_sha256": self.manifest_sha256,
+            "hybrid": self.hybrid,
         }
 
     @classmethod
@@ -181,6 +195,7 @@ class IndexMeta:
             pairwise=bool(data.get("pairwise", False)),
             search_pipeline=data.get("search_pipeline"),
             manifest_sha256=data.get("manifest_sha256"),
+            hybrid=dict(data["hybrid"]) if data.get("hybrid") else None,
         )
 
     def beta(self, first_stage: str) -> dict[str, float]:
@@ -231,6 +246,7 @@ def meta_for_model(model_dir: Any, readyz: Mapping[str, Any], text: TextOptions)
         text=text.model_dump(),
         pairwise=pairwise,
         manifest_sha256=_manifest_of(model_dir),
+        hybrid=None if pairwise or config.hybrid is None else config.hybrid.model_dump(mode="json"),
     )
 
 

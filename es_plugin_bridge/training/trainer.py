@@ -42,6 +42,8 @@ from es_plugin_bridge.training.examples import TrainingSet, build_training_set
 from es_plugin_bridge.training.families import BuildSetup, family_of
 from es_plugin_bridge.training.featurize import Featurizer
 from es_plugin_bridge.training.fusion_fit import fit_weights, fuse, mean_ap
+from es_plugin_bridge.training.hybrid_dev import hybrid_dev_queries
+from es_plugin_bridge.training.hybrid_fit import fit_hybrid
 from es_plugin_bridge.training.objectives import Objective, Pair, objective_for
 from es_plugin_bridge.training.plots import plot_history
 from es_plugin_bridge.training.recipes import Recipe, make_optimizer, recipe_for, warmup_schedule
@@ -131,6 +133,7 @@ class Trainer:
         options = TextOptions.from_mapping(cfg.text, source="--text options")
         self.preprocessor = Preprocessor(options)
         self.dev = dev_queries(dev_sets, self.preprocessor, cfg.dev_window, cfg.max_dev_queries)
+        self.dev_sets = list(dev_sets)
         self.split = self._split_dev()
         vocab = Vocabulary.build(
             (self.preprocessor.tokens(q) for q in self.data.questions.values()), min_count=cfg.min_count
@@ -461,13 +464,31 @@ class Trainer:
                 "calibration": fit_platt([fuse(f, w) for f in feats], labels),
             }
         default = "given" if "given" in weights else "bm25"
-        return {
+        out = {
             "fitted_on": f"{self.split.rule}: {len(dev)} dev queries",
             "first_stages": weights,
             "default": default,
             "model_dev_map": mean_ap([c["model"] for c in components], labels),
             "model_calibration": fit_platt([c["model"] for c in components], labels),
         }
+        hybrid = self.fit_hybrid(scorer)
+        if hybrid is not None:
+            out["hybrid"] = hybrid
+        return out
+
+    def fit_hybrid(self, scorer: NeuralScorer) -> dict[str, Any] | None:
+        """The learned hybrid (``training.hybrid_fit``) on the dev pairs' questions that fit β, searched
+        among the dev collection; None for a model without vectors or dev data without pairs."""
+        if scorer.pairwise or not any(ds.pairs for ds in self.dev_sets):
+            return None
+        only = {rq.query.id for rq in self.split.fit if rq.split.startswith(PAIR_QUERIES)}
+        queries = hybrid_dev_queries(self.dev_sets, self.preprocessor, scorer, only=only)
+        if not queries:
+            return None
+        fusion, report = fit_hybrid(queries, seed=self.cfg.seed)
+        log.info("learned hybrid: %s (%s; held-out MRR@10 %s)", fusion.describe(), report["chosen"],
+                 report["held_out"])
+        return {"fusion": fusion.model_dump(mode="json"), "report": report}
 
 
 def summary_lines(summary: dict[str, Any], out: Path) -> list[str]:

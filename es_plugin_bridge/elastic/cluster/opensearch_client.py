@@ -100,7 +100,7 @@ class OpenSearchClient:
 
     def search(self, *, index: str, query: Any = None, size: int | None = None, source: Any = None,
                track_total_hits: Any = None, preference: str | None = None,
-               search_pipeline: str | None = None, verbose_pipeline: bool | None = None,
+               search_pipeline: str | Mapping[str, Any] | None = None, verbose_pipeline: bool | None = None,
                include_named_queries_score: bool | None = None, search_type: str | None = None,
                **body: Any) -> Answer:
         """``POST /index/_search``; every other keyword (``rescore``, ``ext``, ...) goes into the body.
@@ -108,11 +108,14 @@ class OpenSearchClient:
         ``include_named_queries_score`` is sent as the URL parameter: OpenSearch 2.19 writes the named
         queries' scores only when the URL asks (``SearchHit.toInnerXContent`` reads
         ``RestSearchAction.INCLUDE_NAMED_QUERIES_SCORE_PARAM``); the same key in the body computes them
-        and answers names only. Partial results are refused (:data:`WHOLE`)."""
+        and answers names only. ``search_pipeline``: a name goes in the URL, a mapping in the body (a
+        temporary pipeline: ``SearchRequest``'s body field, OpenSearch 2.9+). Partial results are refused
+        (:data:`WHOLE`)."""
+        temporary = search_pipeline if isinstance(search_pipeline, Mapping) else None
         payload = _drop_none({"query": query, "size": size, "_source": source,
-                              "track_total_hits": track_total_hits, **body})
+                              "track_total_hits": track_total_hits, "search_pipeline": temporary, **body})
         params = _drop_none({**WHOLE, "preference": preference, "search_type": search_type,
-                             "search_pipeline": search_pipeline,
+                             "search_pipeline": None if temporary is not None else search_pipeline,
                              "verbose_pipeline": "true" if verbose_pipeline else None,
                              "include_named_queries_score": "true" if include_named_queries_score else None})
         def send() -> Answer:

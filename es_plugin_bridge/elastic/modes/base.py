@@ -39,7 +39,8 @@ class ModeOptions:
     sidecar: SidecarTarget
     cluster: ClusterInfo
     allow_rerank_failures: bool = False
-    knn: str = "exact"
+    #: None: HNSW wherever the index has a graph (``IndexMeta.default_knn``), else exact
+    knn: str | None = None
 
 
 @dataclass

@@ -37,17 +37,19 @@ def make_mode(mode: str, stage: ElasticsearchFirstStage, meta: IndexMeta, **opti
     return spec.builder(stage, meta, built)
 
 
-def open_mode(client: Any, index: str, mode: str, first_stage: str, *, window: int, sidecar: SidecarTarget,
-              allow_rerank_failures: bool = False, knn: str = "exact",
+def open_mode(client: Any, index: str, mode: str | None, first_stage: str, *, window: int,
+              sidecar: SidecarTarget, allow_rerank_failures: bool = False, knn: str | None = None,
               global_statistics: bool = True) -> Mode:
     """Mode ``mode`` over an existing index (``es search``): its meta, its first stage, the cluster;
-    ``global_statistics`` False: each shard scores with its own statistics (``elastic/cluster/shards.py``)."""
+    ``mode`` None: the index's best (``IndexMeta.suggested_mode``); ``global_statistics`` False: each shard
+    scores with its own statistics (``elastic/cluster/shards.py``)."""
     from es_plugin_bridge.elastic.cluster.connection import cluster_info
     from es_plugin_bridge.elastic.engine import open_engine
     from es_plugin_bridge.engines.registry import EngineContext
     from es_plugin_bridge.text import Preprocessor
 
     meta = read_meta(client, index)
+    mode = mode or meta.suggested_mode
     engine = open_engine(EngineContext(tokens=Preprocessor(meta.text_options()).tokens, options={
         "client": client, "index": index, "fields": (meta.title_field, meta.body_field)}))
     stage = engine.first_stage(first_stage)

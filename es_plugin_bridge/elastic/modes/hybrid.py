@@ -349,7 +349,7 @@ def _checked_embedder(mode: str, stage: ElasticsearchFirstStage, meta: IndexMeta
                       options: ModeOptions) -> SidecarEmbedder:
     """The query embedder of a hybrid mode, once the index, the model and ``--knn`` are checked to fit;
     UserError naming what the index or model lacks."""
-    if options.knn not in KNN_METHODS:
+    if options.knn is not None and options.knn not in KNN_METHODS:
         raise UserError(f"unknown --knn {options.knn!r} (choose from {', '.join(KNN_METHODS)})")
     if meta.dimension is None:
         raise UserError(
@@ -359,7 +359,7 @@ def _checked_embedder(mode: str, stage: ElasticsearchFirstStage, meta: IndexMeta
     if options.knn == "hnsw" and meta.hnsw_off_reason is not None:
         raise UserError(f"--knn hnsw cannot search index {stage.index}: {meta.hnsw_off_reason}; "
                         "use --knn exact")
-    if options.knn == "hnsw":
+    if (options.knn or meta.default_knn) == "hnsw":
         num_candidates(options.window)  # refuses a window above Elasticsearch's cap, before any call
     return SidecarEmbedder.reaching(options.sidecar)
 
@@ -368,13 +368,14 @@ def build_hybrid(stage: ElasticsearchFirstStage, meta: IndexMeta, options: ModeO
     """Mode ``hybrid``'s registry builder."""
     embedder = _checked_embedder("hybrid", stage, meta, options)
     return HybridMode(stage, meta.beta(stage.similarity), options.window, embedder, meta.neural_similarity,
-                      options.knn)
+                      options.knn or meta.default_knn)
 
 
 def build_hybrid_rrf(stage: ElasticsearchFirstStage, meta: IndexMeta, options: ModeOptions) -> Mode:
     """Mode ``hybrid-rrf``'s registry builder."""
     embedder = _checked_embedder("hybrid-rrf", stage, meta, options)
-    return HybridRrfMode(stage, {}, options.window, embedder, meta.neural_similarity, options.knn,
+    return HybridRrfMode(stage, {}, options.window, embedder, meta.neural_similarity,
+                         options.knn or meta.default_knn,
                          in_elasticsearch=rrf_in_elasticsearch(options.cluster),
                          embed_endpoint=meta.embedding.get("text_embedding"))
 
