@@ -29,7 +29,7 @@ from es_commands import TITLES, TOKEN, common, ranking_differences, run
 from test_opensearch_vectors import askubuntu_queries
 
 from es_plugin_bridge.bridge.sidecar_target import SidecarTarget
-from es_plugin_bridge.core.hybrid_fusion import HybridFusion
+from es_plugin_bridge.core.hybrid_fusion import HybridFusion, fuse_lists
 from es_plugin_bridge.data.questions import question_from_text
 from es_plugin_bridge.data.spec import read_spec
 from es_plugin_bridge.elastic.cluster.connection import Connection
@@ -82,15 +82,31 @@ def test_the_nodes_hybrid_is_the_in_process_ranker(indexed, opensearch, sidecar,
     mode = _mode(opensearch, url, index, knn)
     assert mode.name == "learned-hybrid"  # es search's default on an index whose model records its fit
     mode.fusion = ranker.fusion = fusion
-    found = {}
+    found, tied = {}, []
     for text in queries:
         result = mode.search(question_from_text(text), 10)
         # one shard: the engine's hybrid query; several (global statistics): the msearch fused here
         assert set(result.request) == ({"query", "search_pipeline"} if shards == 1 else {"msearch"})
-        want = ranker.search(question_from_text(text), 10)
+        # the ranker's top 10, and past it (the same window) so a near-tie at the 10th place can be seen
+        want = fuse_lists(ranker.clause_lists(question_from_text(text), max(10, fusion.window)), fusion, 30)
+        assert [d for d, _ in want[:10]] == [d for d, _ in ranker.search(question_from_text(text), 10)]
         if diff := ranking_differences(result.hits, want, SPREAD):
-            found[text] = diff
+            if shards > 1 and tied_at_the_cut(ranker, text, max(10, fusion.window)):
+                tied.append(text)
+            else:
+                found[text] = diff
     assert found == {}, f"{len(found)} of {len(queries)} queries differ"
+    assert len(tied) <= 2, tied
+
+
+def tied_at_the_cut(ranker, text: str, window: int) -> bool:
+    """Whether a clause's ``window``-th score ties the next one. On several shards the engine breaks such
+    a tie by shard, then Lucene doc id (``SearchPhaseController.sortDocs``, ``TopDocs.merge``), in process
+    by collection order, so the two windows can hold different tied documents; the one left out misses
+    that clause (0.0), which the geometric and harmonic means skip and the arithmetic mean counts: the
+    same query, another top 10."""
+    deeper = ranker.clause_lists(question_from_text(text), window + 1)
+    return any(len(hits) > window and hits[window - 1][1] == hits[window][1] for hits in deeper.values())
 
 
 def test_one_request_carries_the_fitted_pipeline(indexed, opensearch, sidecar, cli):
@@ -105,6 +121,11 @@ def test_one_request_carries_the_fitted_pipeline(indexed, opensearch, sidecar, c
     answer = json.loads(out)
     assert answer["mode"] == "learned-hybrid" and answer["reranked"] is True
     request = answer["request"]
+    if shards > 1:  # global statistics on several shards: the msearch of both windows (#1490)
+        first, dense = request["msearch"][1], request["msearch"][3]
+        assert "match" in json.dumps(first["query"]) and "knn" in dense["query"]
+        assert set(answer["timings_ms"]) == {"embed", "windows"}
+        return
     fitted = json.loads((model / "config.json").read_text())["hybrid"]
     hybrid = request["query"]["hybrid"]
     assert hybrid["pagination_depth"] == max(10, fitted["window"])

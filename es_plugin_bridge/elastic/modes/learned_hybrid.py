@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from es_plugin_bridge.core.hybrid_fusion import HybridFusion, fuse_lists, pipeline_body
 from es_plugin_bridge.elastic import opensearch_dsl, queries
+from es_plugin_bridge.elastic.cluster.connection import call
 from es_plugin_bridge.elastic.linear_retriever import linear_retriever, linear_supported
 from es_plugin_bridge.elastic.mappings import VECTOR_FIELD
 from es_plugin_bridge.elastic.modes import ModeSpec, register_mode
@@ -83,7 +84,7 @@ class LearnedHybridMode(Mode):
 
     def __init__(self, stage: ElasticsearchFirstStage, fusion: HybridFusion, embedder: SidecarEmbedder,
                  neural_similarity: str, knn: str, *, opensearch: bool,
-                 vector_model: str | None = None, linear: bool = False) -> None:
+                 vector_model: str | None = None, linear: bool = False, shards: int = 1) -> None:
         super().__init__(stage, {}, fusion.window)
         self.fusion = fusion
         self.embedder = embedder
@@ -92,6 +93,8 @@ class LearnedHybridMode(Mode):
         self.opensearch = opensearch
         self.vector_model = vector_model if knn == "hnsw" else None
         self.linear = linear
+        #: the index's primary shards: on several, a DFS query phase skips the hybrid pipeline (#1490)
+        self.shards = shards
         # the two-windows path of Elasticsearch (the msearch and its shard pinning) is mode hybrid's
         self._windows_mode = HybridMode(stage, {"first_stage": 0.0, "bow": 0.0, "neural": 0.0}, fusion.window,
                                         embedder, neural_similarity, knn)
@@ -115,7 +118,7 @@ class LearnedHybridMode(Mode):
     def rank(self, ask: Ask, timings: dict[str, float]) -> ModeResult:
         if self.linear:
             return self._linear(ask, timings)
-        if not self.opensearch or self.stage.search_type:
+        if not self.opensearch or (self.shards > 1 and self.stage.search_type):
             return self._in_client(ask, timings)
         vector = None
         if self.vector_model is None or ask.query.body:  # the index's model embeds a title alone
@@ -177,7 +180,15 @@ def build_learned_hybrid(stage: ElasticsearchFirstStage, meta: IndexMeta, option
               and linear_supported(tuple(cluster.version), bool(cluster.paid), fusion.normalization))
     return LearnedHybridMode(stage, fusion, SidecarEmbedder.reaching(options.sidecar), meta.neural_similarity,
                              knn, opensearch=cluster.is_opensearch,
-                             vector_model=meta.embedding.get("vector_model"), linear=linear)
+                             vector_model=meta.embedding.get("vector_model"), linear=linear,
+                             shards=primary_shards(stage) if cluster.is_opensearch else 1)
+
+
+def primary_shards(stage: ElasticsearchFirstStage) -> int:
+    """The index's ``number_of_shards`` (one GET when the mode is built, not per search)."""
+    answer = call(f"reading the settings of {stage.index}", stage.client.indices.get, index=stage.index)
+    settings = next(iter(answer.values()))["settings"]["index"]
+    return int(settings.get("number_of_shards", 1))
 
 
 register_mode(ModeSpec(
