@@ -79,7 +79,8 @@ def test_a_modes_own_requirements_are_checked(mode, cluster, says):
         cluster.require(mode)
     ClusterInfo((9, 1, 0), "basic", True).require("bridge")  # bridge needs nothing of a cluster
     with pytest.raises(UserError,
-                       match=r"mode rerank does not run on Elasticsearch 9\.1\.0; its modes: learned-hybrid, nat"):
+                       match=r"mode rerank does not run on Elasticsearch 9\.1\.0; its modes: "
+                             r"learned-hybrid, nat"):
         ClusterInfo((9, 1, 0), "trial", True).require("rerank")
     with pytest.raises(UserError, match=r"mode rerank needs OpenSearch 2\.15\+; this cluster is 2\.13\.0"):
         ClusterInfo((2, 13, 0), "apache-2.0", True, "opensearch").require("rerank")
