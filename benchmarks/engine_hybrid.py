@@ -125,6 +125,9 @@ def main() -> None:  # noqa: PLR0915 - one run, its steps in order
     parser.add_argument("--latency-queries", type=int, default=200)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--out", type=Path, default=HERE / "engine_hybrid.json")
+    parser.add_argument("--quick", action="store_true",
+                        help="A smoke run, not the benchmark: 40 queries among the test split and 2,000 "
+                             "other titles, 20 latency queries; writes build/engine_hybrid_quick.json")
     args = parser.parse_args()
     if not (args.model / "manifest.json").is_file() or not (args.split / "test.tsv").is_file():
         sys.exit(f"no demo model or split in {args.model} / {args.split}: run `make demo` first")
@@ -146,6 +149,14 @@ def main() -> None:  # noqa: PLR0915 - one run, its steps in order
     from es_plugin_bridge.opensearch_node import layout, node
     from es_plugin_bridge.text import Preprocessor
 
+    corpus = args.split / "all.tsv"
+    if args.quick:
+        corpus = ROOT / "build" / "engine_hybrid_quick.tsv"  # build/ is git-ignored
+        lines = (args.split / "all.tsv").read_text(encoding="utf-8").splitlines(keepends=True)[:2000]
+        corpus.write_text((args.split / "test.tsv").read_text(encoding="utf-8") + "".join(lines),
+                          encoding="utf-8")
+        args.queries, args.latency_queries = args.queries or 40, 20
+        args.out = ROOT / "build" / "engine_hybrid_quick.json"
     test, _ = duplicate_queries(read_spec(f"pairs:{args.split / 'test.tsv'}").pairs)
     test = test[: args.queries] if args.queries else test
     print(f"workbench grid on dev ({args.split / 'dev.tsv'}) ...", flush=True)
@@ -162,7 +173,7 @@ def main() -> None:  # noqa: PLR0915 - one run, its steps in order
         sidecar.restart()
         esrerank("es", "setup", str(args.model), "--index", INDEX, "--recreate", *common)
         t0 = time.perf_counter()
-        esrerank("es", "index", f"pairs:{args.split / 'all.tsv'}", "--index", INDEX, "--no-progress", *common)
+        esrerank("es", "index", f"pairs:{corpus}", "--index", INDEX, "--no-progress", *common)
         report["index_seconds"] = round(time.perf_counter() - t0, 1)
         esrerank("es", "setup", str(args.model), "--index", MODEL_INDEX, "--embed-at-ingest", "--recreate",
                  *common)
@@ -184,10 +195,16 @@ def main() -> None:  # noqa: PLR0915 - one run, its steps in order
                                    **bodies[name](first, q.query.id, q.query.title))
             return [h["_id"] for h in answer["hits"]["hits"]]
 
+        steps: dict[str, list[dict[str, float]]] = {name: [] for name in modes}
+
+        def mode_search(name: str, q: Any) -> list[str]:
+            result = modes[name].search(q.query, 10, exclude={q.query.id})
+            steps[name].append(result.timings_ms)
+            return [d for d, _ in result.hits]
+
         systems: dict[str, Callable[[Any], list[str]]] = {
             **{name: (lambda q, n=name: engine_search(n, q)) for name in ENGINE_OWN},
-            **{name: (lambda q, m=mode: [d for d, _ in m.search(q.query, 10, exclude={q.query.id}).hits])
-               for name, mode in modes.items()}}
+            **{name: (lambda q, n=name: mode_search(n, q)) for name in modes}}
         ranks: dict[str, list[int | None]] = {name: [] for name in systems}
         times: dict[str, list[float]] = {name: [] for name in systems}
         load = load_average()
@@ -233,10 +250,12 @@ def main() -> None:  # noqa: PLR0915 - one run, its steps in order
             f"p95_ms_{args.clients}_clients": concurrent[name]["p95_ms"],
             "requests": dict(zip(("client_to_engine", "client_to_sidecar", "engine_to_sidecar"),
                                  REQUESTS[name], strict=True)),
-            "engine_own": name in ENGINE_OWN}
+            "engine_own": name in ENGINE_OWN,
+            **({"step_ms_p50": {step: _pct([t[step] for t in steps[name][: len(test)] if step in t], 0.5)
+                                for step in sorted({k for t in steps[name] for k in t})}}
+               if name in steps else {})}
     report.update({
-        "queries": len(test), "documents": sum(1 for _ in read_spec(f"pairs:{args.split / 'all.tsv'}")
-                                               .questions),
+        "queries": len(test), "documents": len(read_spec(f"pairs:{corpus}").questions),
         "learned_hybrid": config["hybrid"], "workbench_best": workbench_text,
         "best_engine_own": best_engine, "systems": systems_out, "load_average_before": load,
         "load_average_at_end": load_average(),
@@ -244,7 +263,7 @@ def main() -> None:  # noqa: PLR0915 - one run, its steps in order
         "bodies": {name: bodies[name]({"match": {"title_bm25": {"query": "..."}}}, "QUERY_ID", "TEXT")
                    for name in ENGINE_OWN}})
     args.out.write_text(json.dumps(report, indent=2) + "\n")
-    plot(report, ROOT / "docs" / "img" / "engine_hybrid.png")
+    plot(report, args.out.with_suffix(".png") if args.quick else ROOT / "docs" / "img" / "engine_hybrid.png")
     for name, row in systems_out.items():
         print(f"{name:24} MRR@10 {row['mrr@10']:6.2f}  Acc@1 {row['acc@1']:6.2f}  "
               f"found {row['found@10']:4d}  p vs best own {row['p_vs_best_engine_own']}  "
