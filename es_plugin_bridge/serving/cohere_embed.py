@@ -23,10 +23,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
 
-from es_plugin_bridge.serving.schemas import NOT_BLANK, check_text, json_int
+from es_plugin_bridge.serving.schemas import MAX_TEXT_CHARS, NOT_BLANK, check_text, json_int
 
 #: The text the sidecar embeds: a non-blank string of at most 100,000 characters (as /v1/encode's).
 CohereText = Annotated[str, WithJsonSchema({"type": "string", **NOT_BLANK}), AfterValidator(check_text)]
+#: Text parts of one v2 ``inputs`` item: Cohere's own examples send one; a bound keeps validation cheap.
+MAX_CONTENT_PARTS = 100
 InputType = Literal["search_document", "search_query", "classification", "clustering"]
 Truncate = Literal["NONE", "START", "END"]
 
@@ -93,11 +95,21 @@ class TextContent(BaseModel):
 
 
 class EmbedInput(BaseModel):
-    """A v2 ``inputs`` item: its text parts are joined by a space into one text."""
+    """A v2 ``inputs`` item: its text parts are joined by a space into one text, which is held to the same
+    cap as one text (``MAX_TEXT_CHARS``): checking each part alone let 200 parts of 99,999 characters
+    (20 MB) through as one text."""
 
     model_config = ConfigDict(extra="forbid")
 
-    content: list[TextContent] = Field(min_length=1)
+    content: list[TextContent] = Field(min_length=1, max_length=MAX_CONTENT_PARTS)
+
+    @model_validator(mode="after")
+    def _joined_fits(self) -> EmbedInput:
+        joined = sum(len(part.text) for part in self.content) + len(self.content) - 1
+        if joined > MAX_TEXT_CHARS:
+            raise ValueError(f"the joined text of an inputs item is {joined} characters, longer than "
+                             f"{MAX_TEXT_CHARS} (the cap of one text)")
+        return self
 
 
 class CohereEmbedV2Request(BaseModel):

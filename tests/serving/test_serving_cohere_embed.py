@@ -177,3 +177,20 @@ def test_llama_index_cohere_embedding(sidecar, titles):
                                 input_type="search_document")
     assert embedding.get_text_embedding_batch(titles) == expected
     assert embedding.get_query_embedding(titles[2]) == expected[2]
+
+
+def test_an_inputs_item_is_held_to_one_texts_cap_joined(sidecar):
+    """Each part under the cap but their join over it (3 × 40,000 characters) is one text of 120,002
+    characters: a 400 naming the item, answered before anything is embedded; 101 parts: a 400 too."""
+    import time
+
+    parts = [{"type": "text", "text": "grub " * 8_000} for _ in range(3)]
+    start = time.perf_counter()
+    status, answer = _post(sidecar, "/v2/embed", {"inputs": [{"content": parts}]})
+    assert status == 400 and answer["field"] == "inputs.0" and "120002 characters" in answer["error"], answer
+    assert time.perf_counter() - start < 5
+    many = [{"type": "text", "text": "grub"}] * 101
+    status, answer = _post(sidecar, "/v2/embed", {"inputs": [{"content": many}]})
+    assert status == 400 and answer["field"] == "inputs.0.content", answer
+    one = [{"type": "text", "text": "grub " * 8_000}, {"type": "text", "text": "boot"}]
+    assert _post(sidecar, "/v2/embed", {"inputs": [{"content": one}]})[0] == 200

@@ -267,3 +267,17 @@ def test_evaluate_with_an_unwritable_output_leaves_none_behind(cli, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "out.json"]  # no per-query, no temps
     code, _, err = cli([*run, "--plot", str(tmp_path / "plot.png")])
     assert code == 0 and json.loads(out.read_text())["task"] == "rerank" and (tmp_path / "plot.png").is_file()
+
+
+@pytest.mark.parametrize("scheme", ["bearer", "BEARER", "Bearer"])
+def test_the_bearer_scheme_is_case_insensitive_the_token_is_not(server, scheme):
+    """RFC 9110 11.1: "It uses a case-insensitive token to identify the authentication scheme"; the
+    token itself is compared byte for byte."""
+    def healthz_like(auth: str) -> int:
+        head = (f"POST /v1/rerank HTTP/1.1\r\nHost: x\r\nAuthorization: {auth}\r\n"
+                "Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}").encode()
+        return _exchange(server.port, head)[0]
+
+    assert healthz_like(f"{scheme} {TOKEN}") == 400  # past the token check: the body is refused
+    assert healthz_like(f"{scheme} {TOKEN.upper()}") == 401
+    assert healthz_like(f"{scheme}{TOKEN}") == 401

@@ -12,10 +12,13 @@ sub-queries, the first stage's ``match`` (``queries.first_stage_query``) and the
 ``HybridCollectorManager.getSubqueryResultsRetrievalSize``), and the ``normalization-processor`` of the
 fit given in the body as a temporary search pipeline (``search_pipeline``: ``SearchRequest``'s own field,
 OpenSearch 2.9+), so the pipeline can never disagree with the index's ``_meta``. The vectors' query:
-the k-NN plugin's ``knn`` (``--knn hnsw``; ``k`` = ten times the window, the hybrid collector keeps the
-window), or an exact ``script_score`` of ``(1 + cos) / 2`` (Lucene's cosine score, so both methods score
-alike); with ``--knn hnsw`` on an index set up with ``--embed-at-ingest``, the ``neural`` query with the
-index's vector model, so OpenSearch embeds the query through the sidecar and the client makes one call.
+the k-NN plugin's ``knn`` (``--knn hnsw``; ``k`` = the window: the hybrid collector keeps no more, and
+Lucene's HNSW search explores ``k`` candidates, so a larger ``k`` costs time for no hit it keeps — 17 ms
+against 14 ms p50 at ``k`` 100 against 5 in benchmarks/engine_hybrid.json; the approximation's cost in
+quality is the same file's exact row), or an exact ``script_score`` of ``(1 + cos) / 2`` (Lucene's
+cosine score, so both methods score alike); with ``--knn hnsw`` on an index set up with
+``--embed-at-ingest``, the ``neural`` query with the index's vector model, so OpenSearch embeds the query
+through the sidecar and the client makes one call.
 
 Several shards with global statistics (``dfs_query_then_fetch``, the product's default: ``shards.py``):
 neural-search 2.19 skips the normalization processor after a DFS query phase and answers each
@@ -103,16 +106,16 @@ class LearnedHybridMode(Mode):
         window = max(ask.k, self.fusion.window)
         if vector is None:  # the cluster embeds the query itself (neural query, the index's model)
             section = queries.knn_search([], window, only=ask.only, exclude=ask.exclude)
-            inner: Body = {"query_text": ask.query.title, "model_id": self.vector_model, "k": section["k"]}
-            inner["k"] = section["num_candidates"]
+            inner: Body = {"query_text": ask.query.title, "model_id": self.vector_model, "k": window}
             if "filter" in section:
                 inner["filter"] = section["filter"]
             return {"neural": {VECTOR_FIELD: inner}}
         if self.neural_similarity != "manhattan" and not has_direction(vector):
             return {"match_none": {}}
         if self.knn == "hnsw":
-            return opensearch_dsl.knn_query(queries.knn_search(vector, window, only=ask.only,
-                                                               exclude=ask.exclude))
+            section = queries.knn_search(vector, window, only=ask.only, exclude=ask.exclude)
+            section["num_candidates"] = window  # the knn query's k: see the module docstring
+            return opensearch_dsl.knn_query(section)
         return exact_clause(vector, self.neural_similarity, ask.only, ask.exclude)
 
     def rank(self, ask: Ask, timings: dict[str, float]) -> ModeResult:
