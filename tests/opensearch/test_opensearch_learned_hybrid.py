@@ -3,23 +3,23 @@ pipeline normalises and combines as the model's fit says, against the in-process
 
 The rules relied on, from neural-search 2.19.1 (restated in ``core/hybrid_fusion.py``):
 ``HybridCollectorManager.getSubqueryResultsRetrievalSize`` (each sub-query keeps its own top
-``pagination_depth``), ``MinMaxScoreNormalizationTechnique`` (``(s − min)/(max − min)`` over that sub-query's
-results of every shard, 0.001 for the minimum, 1.0 when min = max = s), ``L2ScoreNormalizationTechnique``,
-``ScoreCombiner.getNormalizedScoresPerDocument`` (a sub-query that missed a document gives it 0.0),
-``ArithmeticMean…``, ``HarmonicMean…``, ``GeometricMeanScoreCombinationTechnique`` (which scores count),
-all in float32. The k-NN plugin's lucene ``knn`` scores ``(1 + cos) / 2`` (Lucene's
-``VectorSimilarityFunction.COSINE``); the exact clause's Painless computes the same.
+``pagination_depth``), ``MinMaxScoreNormalizationTechnique`` (``(s − min)/(max − min)`` over that sub-
+query's results of every shard, 0.001 for the minimum, 1.0 when min = max = s),
+``L2ScoreNormalizationTechnique``, ``ScoreCombiner.getNormalizedScoresPerDocument`` (a sub-query that
+missed a document gives it 0.0), ``ArithmeticMean…``, ``HarmonicMean…``,
+``GeometricMeanScoreCombinationTechnique`` (which scores count), all in float32. The k-NN plugin's lucene
+``knn`` scores ``(1 + cos) / 2`` (Lucene's ``VectorSimilarityFunction.COSINE``); the exact clause's
+Painless computes the same.
 
 On 1,200 lines of AskUbuntu title pairs (duplicate queries, then titles with shell or code in them), for
-three fusions (each normalisation and combination, weights from 0.2 to 0.8, windows 20 to 100), exact
-and HNSW (where the node's HNSW window is the exact one: HNSW is approximate and a missed neighbour
-changes what the clause normalises over), single shard and three shards (there the two windows' ``_msearch`` fused by the client:
-neural-search 2.19 skips the pipeline after a DFS phase, issue #1490), the node's top 10 is the
-in-process ranker's, in the same order, with the same combined scores to within 1e-4: a cosine's float32
-rounding (numpy here, Lucene's ``VectorUtil.cosine`` there: about 1e-7) is multiplied by 1 / (max − min)
-of the clause's window by the min-max, and near-ties within that bound may swap
-(``es_commands.ranking_differences``).
-"""
+three fusions (each normalisation and combination, weights from 0.2 to 0.8, windows 20 to 100), exact and
+HNSW (where the node's HNSW window is the exact one: HNSW is approximate and a missed neighbour changes
+what the clause normalises over), single shard and three shards (there the two windows' ``_msearch`` fused
+by the client: neural-search 2.19 skips the pipeline after a DFS phase, issue #1490), the node's top 10 is
+the in-process ranker's, in the same order, with the same combined scores to within 1e-4: a cosine's
+float32 rounding (numpy here, Lucene's ``VectorUtil.cosine`` there: about 1e-7) is multiplied by 1 / (max
+− min) of the clause's window by the min-max, and near-ties within that bound may swap
+(``es_commands.ranking_differences``)."""
 
 from __future__ import annotations
 
