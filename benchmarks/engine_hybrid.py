@@ -130,10 +130,14 @@ def main() -> None:  # noqa: PLR0915 - one run, its steps in order
     parser.add_argument("--latency-queries", type=int, default=200)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--out", type=Path, default=HERE / "engine_hybrid.json")
+    parser.add_argument("--plot-only", action="store_true", help="Redraw the plot from --out's JSON.")
     parser.add_argument("--quick", action="store_true",
                         help="A smoke run, not the benchmark: 40 queries among the test split and 2,000 "
                              "other titles, 20 latency queries; writes build/engine_hybrid_quick.json")
     args = parser.parse_args()
+    if args.plot_only:
+        plot(json.loads(args.out.read_text()), ROOT / "docs" / "img" / "engine_hybrid.png")
+        return
     if not (args.model / "manifest.json").is_file() or not (args.split / "test.tsv").is_file():
         sys.exit(f"no demo model or split in {args.model} / {args.split}: run `make demo` first")
     config = json.loads((args.model / "config.json").read_text())
@@ -279,21 +283,27 @@ def main() -> None:  # noqa: PLR0915 - one run, its steps in order
 
 
 def plot(report: dict[str, Any], path: Path) -> None:
-    """MRR@10 against p50 latency, one point per system (engine-own in grey)."""
+    """Two panels, one bar per system, best MRR@10 first: MRR@10 and p50 latency (engine-own grey)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 5))
-    for name, row in report["systems"].items():
-        colour = "grey" if row["engine_own"] else "tab:blue"
-        ax.scatter(row["p50_ms"], row["mrr@10"], color=colour)
-        ax.annotate(name, (row["p50_ms"], row["mrr@10"]), fontsize=8, xytext=(4, 2),
-                    textcoords="offset points")
-    ax.set_xlabel("p50 ms per search, 1 client")
-    ax.set_ylabel("MRR@10 (%)")
-    ax.set_title(f"{report['queries']} AskUbuntu test duplicates among {report['documents']} titles")
+    rows = sorted(report["systems"].items(), key=lambda item: item[1]["mrr@10"])
+    names = [name for name, _ in rows]
+    colours = ["grey" if row["engine_own"] else "tab:blue" for _, row in rows]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 6), sharey=True)
+    left.barh(names, [row["mrr@10"] for _, row in rows], color=colours)
+    left.set_xlabel("MRR@10 (%)")
+    left.set_xlim(min(row["mrr@10"] for _, row in rows) - 1, None)
+    right.barh(names, [row["p50_ms"] for _, row in rows], color=colours)
+    right.set_xlabel("p50 ms per search, 1 client")
+    for axis, key in ((left, "mrr@10"), (right, "p50_ms")):
+        for i, (_, row) in enumerate(rows):
+            axis.annotate(f"{row[key]:g}", (row[key], i), xytext=(3, -3), textcoords="offset points",
+                          fontsize=8)
+    fig.suptitle(f"{report['queries']} AskUbuntu test duplicates among {report['documents']} titles "
+                 "(grey: OpenSearch's own configurations)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
