@@ -40,7 +40,6 @@ the in-process ranker leaves that clause empty. A query with no tokens: the ``ma
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING, Any
 
 from es_plugin_bridge.core.hybrid_fusion import HybridFusion, fuse_lists, pipeline_body
@@ -148,13 +147,12 @@ class LearnedHybridMode(Mode):
         return ModeResult(hits_of(answer), True, request={"retriever": retriever})
 
     def _in_client(self, ask: Ask, timings: dict[str, float]) -> ModeResult:
-        """Elasticsearch: both windows in one ``_msearch``, fused here by the engine's rule."""
+        """Elasticsearch without the ``linear`` retriever, and OpenSearch on several shards with global
+        statistics: both windows in one ``_msearch``, fused here by the engine's rule."""
         embedding = self._embed(ask.query, timings)
         window = max(ask.k, self.fusion.window)
-        start = time.perf_counter()
         lists, lines = self._windows_mode._windows(self.stage.tokens(ask.query), embedding["vector"], window,
                                                    ask.only, ask.exclude, timings)
-        timings.setdefault("windows", 1000 * (time.perf_counter() - start))
         if self.neural_similarity == "cosine" and self.knn == "exact":
             # the exact script scores cos + 1 (queries.neural_script); the knn query (1 + cos) / 2
             lists["dense"] = [(doc, score / 2.0) for doc, score in lists["dense"]]
