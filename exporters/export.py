@@ -20,6 +20,7 @@ then runs each text alone, so the same text always gets the same vector, bit for
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -203,7 +204,11 @@ def _config(
         verification=verification,
         model=source.get("model", {}),
         source={
-            "checkpoint": str(Path(checkpoint).resolve()),
+            # which checkpoint, without the machine's path (a model directory is shipped to other hosts):
+            # its folder's name and the sha256 of its config.json
+            "checkpoint": {"name": Path(checkpoint).resolve().name,
+                           "config_sha256": hashlib.sha256((Path(checkpoint) / "config.json").read_bytes())
+                           .hexdigest()},
             "fusion": fusion,
             "train": {k: v for k, v in (source.get("train") or {}).items() if k in TRAIN_SUMMARY},
         },

@@ -254,3 +254,20 @@ def test_evaluate_an_exported_directory_as_its_checkpoint(task, model_type, chec
         assert figures["exported"][ranker] == pytest.approx(metrics, abs=0.01), ranker
     same = sum(a == b for a, b in zip(rankings["exported"], rankings["checkpoint"], strict=True))
     assert same >= 0.98 * len(rankings["checkpoint"])  # float32 onnx vs torch may swap a near-tie
+
+
+def test_the_config_names_no_local_path(exported):
+    """A model directory is shipped to the sidecar's host: its config.json (under the manifest's sha256)
+    records the checkpoint by folder name and config digest, and no string in it is an absolute path."""
+    config = json.loads((exported["bow-cnn"] / "config.json").read_text(encoding="utf-8"))
+
+    def strings(node):
+        if isinstance(node, dict):
+            return [s for value in node.values() for s in strings(value)]
+        if isinstance(node, list):
+            return [s for value in node for s in strings(value)]
+        return [node] if isinstance(node, str) else []
+
+    assert [s for s in strings(config) if s.startswith("/") or Path(s).is_absolute()] == []
+    source = config["source"]["checkpoint"]
+    assert set(source) == {"name", "config_sha256"} and len(source["config_sha256"]) == 64
