@@ -233,9 +233,9 @@ knn_option = click.option(
     "--knn",
     type=click.Choice(["exact", "hnsw"]),
     default=None,
-    help="Modes learned-hybrid, hybrid, hybrid-rrf: the vectors' top window by approximate HNSW knn "
-    "(default wherever the index has a graph: cosine models) or exact script_score (the in-process order; "
-    "cost grows with the index).",
+    help="Vector modes: the vectors' top window by approximate HNSW knn or exact script_score (the "
+    "in-process order; cost grows with the index). Default: hnsw for learned-hybrid (es search's default "
+    "mode) wherever the index has a graph (cosine models); exact for hybrid and hybrid-rrf.",
 )
 
 

@@ -39,7 +39,8 @@ class ModeOptions:
     sidecar: SidecarTarget
     cluster: ClusterInfo
     allow_rerank_failures: bool = False
-    #: None: HNSW wherever the index has a graph (``IndexMeta.default_knn``), else exact
+    #: None: the mode's own default (learned-hybrid: HNSW wherever the index has a graph,
+    #: ``IndexMeta.default_knn``; hybrid, hybrid-rrf: exact, their in-process order)
     knn: str | None = None
 
 

@@ -359,7 +359,7 @@ def _checked_embedder(mode: str, stage: ElasticsearchFirstStage, meta: IndexMeta
     if options.knn == "hnsw" and meta.hnsw_off_reason is not None:
         raise UserError(f"--knn hnsw cannot search index {stage.index}: {meta.hnsw_off_reason}; "
                         "use --knn exact")
-    if (options.knn or meta.default_knn) == "hnsw":
+    if options.knn == "hnsw":
         num_candidates(options.window)  # refuses a window above Elasticsearch's cap, before any call
     return SidecarEmbedder.reaching(options.sidecar)
 
@@ -368,14 +368,14 @@ def build_hybrid(stage: ElasticsearchFirstStage, meta: IndexMeta, options: ModeO
     """Mode ``hybrid``'s registry builder."""
     embedder = _checked_embedder("hybrid", stage, meta, options)
     return HybridMode(stage, meta.beta(stage.similarity), options.window, embedder, meta.neural_similarity,
-                      options.knn or meta.default_knn)
+                      options.knn or "exact")
 
 
 def build_hybrid_rrf(stage: ElasticsearchFirstStage, meta: IndexMeta, options: ModeOptions) -> Mode:
     """Mode ``hybrid-rrf``'s registry builder."""
     embedder = _checked_embedder("hybrid-rrf", stage, meta, options)
     return HybridRrfMode(stage, {}, options.window, embedder, meta.neural_similarity,
-                         options.knn or meta.default_knn,
+                         options.knn or "exact",
                          in_elasticsearch=rrf_in_elasticsearch(options.cluster),
                          embed_endpoint=meta.embedding.get("text_embedding"))
 
