@@ -24,3 +24,11 @@ def check_token(token: str | None, what: str = "the bearer token") -> None:
         raise UserError(f"{what} is empty; give a real token, or none to serve without one")
     if not _TOKEN.fullmatch(token):
         raise UserError(f"{what} must be printable ASCII without spaces or line breaks")
+
+
+def scheme_folded(authorization: str) -> str:
+    """An ``Authorization`` value with its scheme spelt ``Bearer``: RFC 9110 11.1 makes the scheme
+    case-insensitive (``bearer``, ``BEARER``); the token after it stays compared byte for byte. The
+    server (before the body is read) and the app compare the result with ``Bearer <token>``."""
+    scheme, space, rest = authorization.partition(" ")
+    return "Bearer" + space + rest if scheme.lower() == "bearer" else authorization

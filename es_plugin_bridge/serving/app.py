@@ -23,6 +23,7 @@ from typing import Any
 from flask import Flask, Response, current_app, g, request
 from werkzeug.exceptions import HTTPException
 
+from es_plugin_bridge.bearer_token import scheme_folded
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.serving import routes_api, routes_ops, web
 from es_plugin_bridge.serving.metrics import Metrics
@@ -86,7 +87,7 @@ def _authenticate() -> tuple[Response, int] | None:
     g.started = time.perf_counter()
     token = web.settings().token
     if token and request.path not in OPEN_PATHS:
-        given = request.headers.get("Authorization", "")
+        given = scheme_folded(request.headers.get("Authorization", ""))
         if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
             response, status = web.error(401, "missing or wrong bearer token", reason="unauthorized")
             response.headers["WWW-Authenticate"] = "Bearer"

@@ -49,6 +49,7 @@ from waitress.server import BaseWSGIServer, MultiSocketServer, TcpWSGIServer
 from waitress.task import ErrorTask, ThreadedTaskDispatcher
 from waitress.utilities import BadRequest, Error
 
+from es_plugin_bridge.bearer_token import scheme_folded
 from es_plugin_bridge.errors import UserError
 
 OPEN_PATHS = frozenset({"/healthz", "/readyz"})
@@ -135,18 +136,11 @@ class _GuardedParser(HTTPRequestParser):
         if self.headers_finished and not self.checked:
             self.checked = True
             if self.error is None and self.expected is not None and self.path not in OPEN_PATHS:
-                given = _scheme_folded(self.headers.get("AUTHORIZATION", "").encode("latin-1", "replace"))
+                given = scheme_folded(self.headers.get("AUTHORIZATION", "")).encode("latin-1", "replace")
                 if not hmac.compare_digest(given, self.expected):
                     self.error = Unauthorized("missing or wrong bearer token")
                     self.completed = True  # the body is never read: the connection closes after the 401
         return consumed
-
-
-def _scheme_folded(value: bytes) -> bytes:
-    """``Authorization`` with its scheme spelt ``Bearer``: RFC 9110 11.1 makes the scheme case-insensitive
-    (``bearer``, ``BEARER``); the token after it stays compared byte for byte."""
-    scheme, space, rest = value.partition(b" ")
-    return b"Bearer" + space + rest if scheme.lower() == b"bearer" else value
 
 
 def _is_tls_hello(data: bytes) -> bool:
