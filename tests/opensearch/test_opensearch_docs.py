@@ -43,7 +43,6 @@ def test_the_quick_start_runs_as_written(opensearch, exported, cli, monkeypatch,
     assert "mode rerank:  ready (search pipeline questions-rerank)" in outputs[0]
     assert "mode hybrid:  ready" in outputs[0]
     assert "mode learned-hybrid: ready, the default" in outputs[0]
-    assert "--mode learned-hybrid" in outputs[0]  # es setup's last line: the mode es search runs by default
     assert "indexed 550" in outputs[1]
     assert "mode learned-hybrid" in outputs[2] and "Q" in outputs[2]  # es search without --mode
     assert "mode rerank" in outputs[3] and "first-stage order" not in outputs[3]

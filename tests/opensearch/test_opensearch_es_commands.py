@@ -118,8 +118,8 @@ def test_elasticsearch_modes_are_refused_in_one_line(indexed, opensearch, cli):
     code, out, err = cli(["es", "search", "visa", "--mode", "native", "--index", INDEX,
                           *common(opensearch, indexed)])
     assert code != 0 and out == ""
-    assert err.strip() == ("error: mode native does not run on OpenSearch 2.19.1; its modes: vectors, "
-                           "bridge, hybrid, hybrid-rrf, rerank")
+    assert err.strip() == ("error: mode native does not run on OpenSearch 2.19.1; its modes: learned-hybrid, "
+                           "vectors, bridge, hybrid, hybrid-rrf, rerank")
 
 
 def test_es_evaluate_bridge_gives_the_in_process_figures_and_writes_the_results_index(
