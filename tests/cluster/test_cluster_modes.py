@@ -136,6 +136,14 @@ def _rerank_expected(world: World, url: str, text: str) -> list[tuple[str, float
     return [(window[r["index"]][0], r["relevance_score"]) for r in answer["results"]][:10]
 
 
+def vector_ties(ranker, text: str, window: int) -> bool:
+    """Whether two documents of the vectors' exact top ``window`` have the same similarity (the same
+    vector: duplicate titles). As for the first stage (``shard_checks.first_stage_ties``), the engine
+    orders such ties by shard, in process by collection order, and ``hybrid-rrf`` fuses their ranks."""
+    scores = [s for _, s in ranker.dense.search(question_from_text(text), window)]
+    return any(abs(a - b) <= 1e-6 for a, b in zip(scores, scores[1:], strict=False))
+
+
 @pytest.mark.parametrize("mode", list(MODES))
 def test_each_mode_on_three_shards_equals_its_in_process_ranker(world, opensearch_cluster,
                                                                              sidecar, cli, mode):
@@ -158,6 +166,9 @@ def test_each_mode_on_three_shards_equals_its_in_process_ranker(world, opensearc
             continue
         if mode in RANKED and first_stage_ties(opensearch_cluster, world.sharded, text, WINDOW):
             tied += 1  # equal first-stage scores in the engine's order (shard_checks.first_stage_ties)
+            continue
+        if mode == "hybrid-rrf" and vector_ties(world.rankers[MODES[mode]], text, WINDOW):
+            tied += 1  # the same rule for the vectors' window: equal similarities, shard order
             continue
         differ[text] = found
     assert differ == {}, f"{len(differ)} of {len(world.queries)} queries differ: {next(iter(differ.items()))}"
