@@ -18,6 +18,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+from pydantic import ValidationError
 
 from es_plugin_bridge.core.hybrid_fusion import HybridFusion, dense_clause_scores, fuse_lists
 from es_plugin_bridge.data.types import Question
@@ -39,7 +40,10 @@ def model_hybrid(model_dir: Path) -> HybridFusion:
         raise UserError(f"{model_dir}: no learned hybrid in config.json (a model trained before the fit "
                         "existed, or one without vectors): retrain it, or export it again from a checkpoint "
                         "that has one")
-    return HybridFusion(**found)
+    try:
+        return HybridFusion(**found)
+    except ValidationError as exc:
+        raise UserError(f"{model_dir}/config.json: hybrid: {exc.errors()[0]['msg']}") from None
 
 
 def with_params(fusion: HybridFusion, params: dict[str, float]) -> HybridFusion:

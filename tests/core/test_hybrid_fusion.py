@@ -84,3 +84,20 @@ def test_a_config_with_a_bad_hybrid_is_refused_naming_it(exported):
     data["hybrid"]["weights"] = {"first_stage": 0.9, "dense": 0.9}
     with pytest.raises(UserError, match="hybrid"):
         parse_config(data, "config.json")
+
+
+def test_a_hand_edited_hybrid_is_one_line_for_the_ranker(exported, tmp_path):
+    """The in-process ranker reads config.json's ``hybrid`` too: a bad weight is a UserError naming it."""
+    import json
+    import shutil
+
+    from es_plugin_bridge.rankers.learned_hybrid import model_hybrid
+
+    model = tmp_path / "model"
+    shutil.copytree(exported["bow-cnn"], model)
+    assert model_hybrid(model).window in (10, 20, 50, 100)
+    data = json.loads((model / "config.json").read_text())
+    data["hybrid"]["weights"] = {"first_stage": 0.9, "dense": 0.9}
+    (model / "config.json").write_text(json.dumps(data))
+    with pytest.raises(UserError, match=r"config.json: hybrid: .*sum to 1"):
+        model_hybrid(model)
