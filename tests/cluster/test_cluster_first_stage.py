@@ -94,11 +94,12 @@ def test_the_index_has_three_shards_and_their_replicas_on_other_nodes(opensearch
     for shard in "012":  # a primary and its replica never share a node (SameShardAllocationDecider)
         assert sum(f"{shard}p" in held or f"{shard}r" in held for held in copies.values()) == 2
     assert len(copies) == 3  # and the six copies are spread over all three nodes
-    # a copy still recovering reports no document count: wait until every copy has started
-    opensearch_cluster.nodes[0].ok("GET", f"/_cluster/health/{collection.index}?wait_for_status=green"
-                                          "&wait_for_no_initializing_shards=true&timeout=60s")
+    # every shard holds part of the questions: each primary's count (a replica's ``docs`` in _cat/shards
+    # can be null while its node has not reported its stats, found on this machine after green)
     counts = opensearch_cluster.nodes[0].ok("GET", f"/_cat/shards/{collection.index}?format=json")
-    assert all(int(row["docs"]) > 100 for row in counts)  # every shard holds part of the questions
+    primaries = [row for row in counts if row["prirep"] == "p"]
+    assert len(primaries) == 3 and all(int(row["docs"]) > 100 for row in primaries), counts
+    assert all(row["docs"] is None or int(row["docs"]) > 100 for row in counts), counts
 
 
 @pytest.mark.parametrize("similarity", SIMILARITIES)
