@@ -52,12 +52,13 @@ from es_plugin_bridge.core.model_config import (
 from es_plugin_bridge.data.types import Dataset, Question
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.models import QuestionSimilarityModel
+from es_plugin_bridge.serving.encode_schedule import ALONE_FROM, LENGTH_BUCKETS
 from es_plugin_bridge.serving.model_dir import BOW_WEIGHTS, CONFIG, ENCODER, VOCAB, ModelDirectory
 from es_plugin_bridge.training import checkpoint as ckpt
 from es_plugin_bridge.training.families import ModelFamily, family_of
 from es_plugin_bridge.training.featurize import Featurizer
 from es_plugin_bridge.training.torch_scorer import NeuralScorer
-from exporters.batch_check import batch_dependence, encode_mode
+from exporters.batch_check import batch_dependence, measured_schedule
 from exporters.onnx_graph import OPSET, QUANTIZATION, checks_for, compare, export_verified, quantize_int8
 
 SAMPLES = Path(es_plugin_bridge.__file__).parent / "samples"
@@ -284,9 +285,11 @@ def export_checkpoint(
         write_manifest(tmp)
         # How the server must run the graph so that a text's vector depends on that text alone
         # (``batch_check``): measured on the directory as it will be served, then recorded.
-        dependence = batch_dependence(ModelDirectory.load(tmp, threads=1), questions)
-        verification = verification.model_copy(update={"batch_max_abs_diff": dependence,
-                                                       "encode": encode_mode(dependence)})
+        served = ModelDirectory.load(tmp, threads=1)
+        schedule = measured_schedule(served, questions)
+        verification = verification.model_copy(update={
+            "batch_max_abs_diff": batch_dependence(served, questions), "encode": schedule,
+            "alone_from": ALONE_FROM if schedule == LENGTH_BUCKETS else None})
         _write_config(tmp, _config(family, model, featurizer, source, checkpoint, dynamic, verification))
         write_manifest(tmp)
         exported = ModelDirectory.load(tmp, threads=1)

@@ -88,6 +88,11 @@ class Beta(BaseModel):
         return value
 
 
+#: How the server runs the encoder so that a text's output depends on that text alone
+#: (``serving.encode_schedule``; measured by ``exporters.batch_check``).
+EncodeSchedule = Literal["per-text", "batched", "length-buckets"]
+
+
 class Verification(BaseModel):
     """What the exporter checked before publishing the directory."""
 
@@ -100,6 +105,12 @@ class Verification(BaseModel):
     max_abs_diff: float
     measure: Literal["abs", "cosine"] = "abs"
     score_max_abs_diff: float | None = None
+    #: The schedule the export proved batch-independent; absent in exports from before the measurement.
+    encode: EncodeSchedule | None = None
+    #: ``length-buckets``: sub-words from which a text runs alone.
+    alone_from: int | None = Field(default=None, ge=2)
+    #: The largest |Δ| of a row between alone and inside runs with other texts, before any schedule.
+    batch_max_abs_diff: float | None = None
 
 
 class SubwordConfig(BaseModel):

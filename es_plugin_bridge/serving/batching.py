@@ -4,22 +4,23 @@ Encoding cache misses is nearly all of an uncached request's time (the profile o
 AskUbuntu titles by the transformer: 97 % in ``InferenceSession.run``). Left to the request threads,
 each runs its own calls: a lone request uses one core (the session has one intra-op thread), and 16
 concurrent ones either queue behind the request threads or, with more intra-op threads, oversubscribe
-the cores. Here the request threads hand their calls (``ModelDirectory.chunks``: length-sorted batches)
-to ``workers`` threads, so:
+the cores. Here the request threads hand their calls (``ModelDirectory.runs``: the encoder's schedule,
+``serving.encode_schedule``) to ``workers`` threads, so:
 
 - a lone request's batches run on every worker at once (a rerank of 100 uses both cores of a 2-core
   machine with single-threaded sessions, which degrade less than intra-op threads when other work
   shares the machine);
 - never more than ``workers`` calls run at once, however many requests are in flight;
 - a worker that takes a batch smaller than ``batch_size`` rows also takes the batches queued behind it
-  while they fit, from any request, and runs them as one call (dynamic batching: sixteen clients
-  embedding 8 texts each become calls of 16 rows, not 8 calls of 8).
+  that the schedule lets share its call (``Run.joins``: any for ``batched``, the same shape for
+  ``length-buckets``) while they fit, from any request, and runs them as one call (dynamic batching:
+  sixteen clients embedding 8 texts each become calls of 16 rows, not 8 calls of 8).
 
 What a batch computes does not depend on which thread runs it: a request's answer is the one the same
 batches give in the request's own thread (``vectors`` of a pool and ``ModelDirectory.vectors_from_ids``
-agree, ``tests/serving/test_serving_batching.py``). Nor on which texts share it: a graph whose rows
-move with their batch-mates (a transformer's, ``ModelDirectory.per_text``) runs each text of a call
-alone, so merging requests never changes a vector (``tests/exporters/test_batch_independence.py``).
+agree, ``tests/serving/test_serving_batching.py``). Nor on which texts share it: merging follows the schedule
+that keeps a row's output independent of its mates, so merging requests never changes a vector
+(``tests/exporters/test_batch_independence.py``).
 An error in a call is raised in every request whose rows it held. Workers are daemon threads started
 on first use; :meth:`EncoderPool.close` stops them.
 """
@@ -33,6 +34,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from es_plugin_bridge.serving.encode_schedule import Run
 from es_plugin_bridge.serving.inputs import Encoded
 from es_plugin_bridge.serving.model_dir import ModelDirectory
 
@@ -49,11 +51,15 @@ class _Job:
 
 @dataclass
 class _Batch:
-    """Some rows of one job: where they go in its output, and their ids."""
+    """One run of one job: where its outputs go in the job's output, and the ids it is fed."""
 
     job: _Job
-    rows: list[int]
-    encoded: list[Encoded]
+    run: Run
+    encoded: list[Encoded]  # the run's feed rows (``run.feed``)
+
+    @property
+    def rows(self) -> list[int]:
+        return self.run.rows
 
 
 class EncoderPool:
@@ -78,16 +84,16 @@ class EncoderPool:
         Blocks until every batch has run; re-raises the first error of any of them.
         """
         out = np.zeros((len(encoded), self.model.dimension), dtype=np.float32)
-        chunks = self.model.chunks(encoded)
-        if not chunks:
+        runs = self.model.runs(encoded)
+        if not runs:
             return out
-        job = _Job(out, len(chunks))
+        job = _Job(out, len(runs))
         with self._ready:
             if self._closed:
                 raise RuntimeError("the encoder pool is closed")
             self._start()
-            self._queue.extend(_Batch(job, rows, [encoded[i] for i in rows]) for rows in chunks)
-            self._ready.notify(len(chunks))
+            self._queue.extend(_Batch(job, run, [encoded[i] for i in run.feed]) for run in runs)
+            self._ready.notify(len(runs))
         job.done.wait()
         if job.error is not None:
             raise job.error
@@ -109,17 +115,19 @@ class EncoderPool:
             if not self._queue:
                 return None
             taken = [self._queue.popleft()]
-            rows = len(taken[0].rows)
-            while self._queue and rows + len(self._queue[0].rows) <= self.model.batch_size:
+            rows = len(taken[0].encoded)
+            schedule = self.model.schedule
+            while (self._queue and rows + len(self._queue[0].encoded) <= self.model.batch_size
+                   and taken[0].run.joins(self._queue[0].run, schedule)):
                 taken.append(self._queue.popleft())
-                rows += len(taken[-1].rows)
+                rows += len(taken[-1].encoded)
             return taken
 
     def _work(self) -> None:
         while (taken := self._take()) is not None:
             error: BaseException | None = None
             try:
-                vectors = self.model.run_chunk([e for batch in taken for e in batch.encoded])
+                vectors = self.model.run_feed([e for batch in taken for e in batch.encoded])
             except BaseException as exc:  # handed to the requests that wait on it, never lost
                 error = exc
             with self._ready:
@@ -133,7 +141,7 @@ class EncoderPool:
                     job.error = job.error or error
                 else:
                     job.out[batch.rows] = vectors[start : start + len(batch.rows)]
-                start += len(batch.rows)
+                start += len(batch.encoded)
                 with self._ready:
                     job.left -= 1
                     finished = job.left == 0

@@ -15,7 +15,7 @@ from __future__ import annotations
 import io
 import json
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -31,6 +31,17 @@ from es_plugin_bridge.core.vocab import Vocabulary
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.errors import DataFormatError, UserError
 from es_plugin_bridge.serving.device import Device, check_active, requested_providers
+from es_plugin_bridge.serving.encode_schedule import (
+    ALONE_FROM,
+    BATCHED,
+    LENGTH_BUCKETS,
+    PER_TEXT,
+    SCHEDULES,
+    Run,
+    Schedule,
+    dependence,
+    plan,
+)
 from es_plugin_bridge.serving.inputs import Encoded, EncoderInputs, PairInputs, input_adapter
 from es_plugin_bridge.text import Preprocessor, TextOptions
 
@@ -39,8 +50,6 @@ VOCAB = "vocab.json"
 ENCODER = "encoder.onnx"
 BOW_WEIGHTS = "bow_weights.npy"
 FILES = (CONFIG, VOCAB, ENCODER, BOW_WEIGHTS)
-#: ``verification.encode`` of a graph whose rows depend on their batch: one run per text.
-PER_TEXT = "per-text"
 
 log = logging.getLogger("esrerank.sidecar")
 
@@ -88,6 +97,21 @@ def _json(data: bytes, source: str) -> Any:
         raise DataFormatError(source, "json", str(exc)) from None
 
 
+#: Real questions (shell, code, markup) the loaded graph's schedule is checked on.
+PROBES = (
+    Question("probe-deb", "How do I install a .deb file from the command line?",
+             "<p>I tried <code>sudo dpkg -i foo.deb</code> but apt-get complains about dependencies.</p>"),
+    Question("probe-grub", "grub rescue prompt after upgrading to 24.04", ""),
+    Question("probe-ls", "Why does ls -la | grep ^d list nothing in my home folder?",
+             "<pre>$ ls -la | grep ^d\n$</pre>"),
+)
+
+
+def _length(shape: tuple[tuple[int, ...], ...]) -> int:
+    """A row's length in a feed shape: its longest input axis (the sub-words of a transformer)."""
+    return max((d for dims in shape for d in dims), default=0)
+
+
 def _bow_weights(data: bytes, source: str, size: int) -> np.ndarray:
     try:
         weights = np.load(io.BytesIO(data), allow_pickle=False)
@@ -120,6 +144,12 @@ class ModelDirectory:
         self.session = session
         self.inputs = inputs
         self.batch_size = batch_size
+        #: How texts share runs (``serving.encode_schedule``): the export's measured record, checked again
+        #: on this machine by :meth:`load` (a directory exported before the record is measured there).
+        recorded = config.verification.encode if config.verification is not None else None
+        self.schedule: Schedule = recorded or PER_TEXT  # re-checked on this machine by ``load``
+        self.alone_from = (config.verification.alone_from if config.verification is not None else None) \
+            or ALONE_FROM
 
     @classmethod
     def load(cls, path: str | Path, *, threads: int | None = None, batch_size: int = 64,
@@ -143,6 +173,7 @@ class ModelDirectory:
         preprocessor = Preprocessor(TextOptions.from_mapping(config.text, source=str(path / CONFIG)))
         inputs = input_adapter(path, config, vocab, preprocessor, files)
         loaded = cls(path, config, vocab, weights, session, inputs, batch_size)
+        loaded.schedule = loaded._checked_schedule()
         check = Question("load-check", "load check", "")
         try:  # one real run, so a graph that cannot serve fails here rather than on the first request
             if loaded.pairwise:
@@ -156,6 +187,39 @@ class ModelDirectory:
             raise UserError(f"{path / ENCODER}: the graph fails on a test input ({exc})") from None
         assert shape == (1, config.dimension)
         return loaded
+
+    def _checked_schedule(self) -> Schedule:
+        """The first schedule, from the recorded one on (``SCHEDULES`` order), that keeps this machine's
+        outputs independent of their run on a few real questions (onnxruntime's kernels differ between
+        CPUs, so the export's measurement is re-checked where the graph serves); ``per-text`` always holds.
+        A directory with no record starts from ``batched``."""
+        recorded = self.config.verification.encode if self.config.verification is not None else None
+        for schedule in SCHEDULES[SCHEDULES.index(recorded or BATCHED):]:
+            if schedule == PER_TEXT or self.schedule_dependence(schedule, PROBES) == 0.0:
+                if recorded is not None and schedule != recorded:
+                    log.warning("%s: its outputs depend on their batch-mates on this machine under the "
+                                "recorded %r schedule; serving it %r", self.path, recorded, schedule)
+                return schedule
+        raise AssertionError("per-text always holds")  # pragma: no cover
+
+    def schedule_dependence(self, schedule: Schedule, questions: Sequence[Question]) -> float:
+        """``encode_schedule.dependence`` of ``questions`` (a pairwise graph: each paired with another)
+        under ``schedule``: 0.0 when it gives each the same output whatever shares its run."""
+        encoded = self.inputs.encode(list(questions))
+        if self.pairwise:
+            sides = [self._pair_inputs.side(e) for e in encoded]
+            items: list = [(sides[i], sides[-1 - i]) for i in range(len(sides))]
+            feed: Callable = self._pair_inputs.pair_feed
+        else:
+            items, feed = list(encoded), self.inputs.feed
+
+        def run(rows: list) -> np.ndarray:
+            return self.session.run([self.config.output], feed(rows))[0]
+
+        def length(item: Any) -> int:
+            return _length(self._shape(feed([item])))
+
+        return dependence(run, items, schedule, length, self.alone_from)
 
     # -- properties -----------------------------------------------------------------------------
     @property
@@ -196,51 +260,40 @@ class ModelDirectory:
         return self.vectors_from_ids(self.inputs.encode(questions))
 
     def vectors_from_ids(self, encoded: Sequence[Encoded]) -> np.ndarray:
-        """Neural vectors [N, D] float32 of already encoded questions (``token_ids``), in the batches
-        of :meth:`chunks`."""
+        """Neural vectors [N, D] float32 of already encoded questions (``token_ids``), in the runs of
+        :meth:`runs`."""
         if self.pairwise:
             raise UserError(f"{self.path}: a {self.model_type} model reads a query and a document together: "
                             "it has no vector per text (it reranks: /v1/rerank)")
         out = np.zeros((len(encoded), self.dimension), dtype=np.float32)
-        for rows in self.chunks(encoded):
-            out[rows] = self.run_chunk([encoded[i] for i in rows])
+        for run in self.runs(encoded):
+            out[run.rows] = self.run_feed([encoded[i] for i in run.feed])[: len(run.rows)]
         return out
 
-    def chunks(self, encoded: Sequence[Encoded]) -> list[list[int]]:
-        """The encoder calls that encode ``encoded``: lists of row indices, at most ``batch_size`` each.
+    def runs(self, encoded: Sequence[Encoded]) -> list[Run]:
+        """The encoder runs that encode ``encoded`` under :attr:`schedule` (``serving.encode_schedule``).
 
-        Up to ``batch_size`` rows are one call, in order. Beyond it, a graph with dynamic lengths gets
-        the rows sorted by length (all id lists together) before they are cut: each call pads to its own
-        longest row, so 101 AskUbuntu titles cost the transformer about a third of the CPU that one call
-        padded to the longest of all costs (``benchmarks/serving.py``). A graph with fixed lengths pads
-        every row to the caps anyway and keeps request order.
+        ``batched``: up to ``batch_size`` rows a run, in order; beyond it, a graph with dynamic lengths
+        gets the rows sorted by length before they are cut, so each run pads to its own longest row
+        (101 AskUbuntu titles cost about a third of one run padded to the longest of all).
+        ``length-buckets``: runs of rows whose feed has the same shape, never of one row alone.
         """
-        n, size = len(encoded), self.batch_size
-        if n <= size or not self.config.dynamic_length:
-            return [list(range(start, min(start + size, n))) for start in range(0, n, size)]
-        order = sorted(range(n), key=lambda i: sum(len(part) for part in encoded[i]))
-        return [order[start : start + size] for start in range(0, n, size)]
+        if self.schedule == LENGTH_BUCKETS:
+            shapes: list = [self._shape(self.inputs.feed([e])) for e in encoded]
+            lengths = [_length(shape) for shape in shapes]
+        else:
+            shapes = [None] * len(encoded)
+            lengths = [sum(len(part) for part in e) for e in encoded]
+        return plan(shapes, lengths, self.schedule, self.batch_size, self.config.dynamic_length,
+                    self.alone_from)
 
-    @property
-    def per_text(self) -> bool:
-        """Whether every text (pair) is its own onnxruntime run, so that its vector depends on it alone.
+    @staticmethod
+    def _shape(feed: dict[str, np.ndarray]) -> tuple[tuple[int, ...], ...]:
+        """A row's feed shape alone (without the batch axis): equal shapes pad nothing together."""
+        return tuple(tuple(array.shape[1:]) for array in feed.values())
 
-        A transformer's rows depend on their batch-mates (fp32: in the last bits; int8: by the dynamic
-        quantisation's per-run activation scale); the export measures it and records
-        ``verification.encode`` (``exporters.batch_check``). A directory exported before has no record:
-        its transformer graphs run per text.
-        """
-        verification = self.config.verification
-        recorded = (verification.model_extra or {}).get("encode") if verification is not None else None
-        if recorded is not None:
-            return recorded == PER_TEXT
-        return self.model_type in ("transformer", "cross-encoder")
-
-    def run_chunk(self, encoded: Sequence[Encoded]) -> np.ndarray:
-        """One encoder call: the vectors [len(encoded), D] of one batch (at most ``batch_size`` rows),
-        one onnxruntime run per text when :attr:`per_text` (each at its own length: no padding)."""
-        if self.per_text and len(encoded) > 1:
-            return np.concatenate([self.run_chunk([e]) for e in encoded])
+    def run_feed(self, encoded: Sequence[Encoded]) -> np.ndarray:
+        """One onnxruntime run on ``encoded`` as one batch: its output rows, in order."""
         return self.session.run([self.config.output], self.inputs.feed(encoded))[0]
 
     @property
@@ -255,13 +308,18 @@ class ModelDirectory:
         return list(self.vectors_from_ids(encoded))
 
     def _pair_outputs(self, pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
-        """The pair graph's output [N, 1] float32 for (query side, document side) pairs, in batches."""
+        """The pair graph's output [N, 1] float32 for (query side, document side) pairs, in the runs of
+        :attr:`schedule` (a pair's shape: its feed alone)."""
+        feed = self._pair_inputs.pair_feed
+        if self.schedule == LENGTH_BUCKETS:
+            shapes: list = [self._shape(feed([pair])) for pair in pairs]
+            lengths = [_length(shape) for shape in shapes]
+        else:
+            shapes, lengths = [None] * len(pairs), [len(q) + len(d) for q, d in pairs]
         out = np.zeros((len(pairs), self.dimension), dtype=np.float32)
-        size = 1 if self.per_text else self.batch_size
-        for start in range(0, len(pairs), size):
-            chunk = pairs[start : start + size]
-            out[start : start + len(chunk)] = self.session.run([self.config.output],
-                                                               self._pair_inputs.pair_feed(chunk))[0]
+        for run in plan(shapes, lengths, self.schedule, self.batch_size, False, self.alone_from):
+            got = self.session.run([self.config.output], feed([pairs[i] for i in run.feed]))[0]
+            out[run.rows] = got[: len(run.rows)]
         return out
 
     def pair_logits(self, pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
@@ -339,5 +397,5 @@ class ModelDirectory:
                                         first_stage_scores, weights)
 
 
-__all__ = ["BOW_WEIGHTS", "CONFIG", "ENCODER", "FILES", "MANIFEST", "PER_TEXT", "VOCAB", "BagOfWords",
+__all__ = ["BOW_WEIGHTS", "CONFIG", "ENCODER", "FILES", "MANIFEST", "VOCAB", "BagOfWords",
            "ModelDirectory"]

@@ -1,4 +1,4 @@
-"""The encoder calls of the sidecar (``ModelDirectory.chunks``, ``serving.batching.EncoderPool``): which
+"""The encoder calls of the sidecar (``ModelDirectory.runs``, ``serving.batching.EncoderPool``): which
 rows go to one onnxruntime call, that a pool gives what the request's own thread gives, that a lone
 request's calls run at once on several workers, that concurrent requests' small calls are merged into
 one, and that an error in a call reaches every request that waited on it. Behaviour only: the speed is
@@ -59,15 +59,15 @@ class _Session:
 def test_up_to_batch_size_rows_are_one_call_in_request_order(exported, questions):
     model = ModelDirectory.load(exported["bow-cnn"], threads=1, batch_size=16)
     encoded = _encoded(model, questions, 16)
-    assert model.chunks(encoded) == [list(range(16))]
-    assert model.chunks([]) == []
+    assert [run.rows for run in model.runs(encoded)] == [list(range(16))]
+    assert model.runs([]) == []
 
 
 def test_beyond_it_a_dynamic_graph_is_cut_by_length(exported, questions):
     model = ModelDirectory.load(exported["bow-cnn"], threads=1, batch_size=16)
     assert model.config.dynamic_length
     encoded = _encoded(model, questions, 101)
-    chunks = model.chunks(encoded)
+    chunks = [run.rows for run in model.runs(encoded)]
     assert sorted(i for rows in chunks for i in rows) == list(range(101))  # every row once
     assert [len(rows) for rows in chunks] == [16] * 6 + [5]
     length = [sum(len(part) for part in e) for e in encoded]
@@ -79,8 +79,8 @@ def test_beyond_it_a_dynamic_graph_is_cut_by_length(exported, questions):
 def test_a_fixed_length_graph_keeps_request_order(exported, questions):
     model = ModelDirectory.load(exported["gru"], threads=1, batch_size=16)
     assert not model.config.dynamic_length  # every row is padded to the caps: sorting would gain nothing
-    assert model.chunks(_encoded(model, questions, 40)) == [list(range(16)), list(range(16, 32)),
-                                                          list(range(32, 40))]
+    runs = model.runs(_encoded(model, questions, 40))
+    assert [run.rows for run in runs] == [list(range(16)), list(range(16, 32)), list(range(32, 40))]
 
 
 @pytest.mark.parametrize("model_type", ["bow-cnn", "gru"])
