@@ -20,6 +20,7 @@ from es_plugin_bridge.core.manifest import manifest_digest
 from es_plugin_bridge.data.questions import split_title_body
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.errors import UserError
+from es_plugin_bridge.serving import deadline
 from es_plugin_bridge.serving.batching import EncoderPool
 from es_plugin_bridge.serving.cache import Encoding, EncodingCache, encoding_key, raw_key
 from es_plugin_bridge.serving.jsonbody import connector_float
@@ -194,6 +195,8 @@ class Service:
             if hit is not None:
                 found[i] = hit[1]
         rest = [i for i, entry in enumerate(found) if entry is None]
+        if rest:
+            deadline.check("before_preprocessing")  # the request's deadline, if served over HTTP
         ids = {i: self.model.token_ids(questions[i]) for i in rest}
         keys = {i: encoding_key(self._model_key, ids[i]) for i in rest}
         for i, entry in zip(rest, self.cache.get_many([keys[i] for i in rest]), strict=True):
@@ -203,8 +206,9 @@ class Service:
         fresh: dict[bytes, Encoding] = {}
         if todo:
             misses = [ids[i] for i in todo]
-            if self.encoder is not None:  # the shared encoder workers
-                states = list(self.encoder.vectors(misses))
+            deadline.check("before_batch")
+            if self.encoder is not None:  # the shared encoder workers, checking it before each batch
+                states = list(self.encoder.vectors(misses, deadline.checker("before_batch")))
             else:
                 states = self.model.states_from_ids(misses)
             bags = self.model.bags_from_ids(misses)
