@@ -2,8 +2,8 @@
 
 waitress queues every complete request for its threads without bound: 32 clients sending windows of 100
 titles all waited, p50 24.8 s, long past every connector's 5 s ``read_timeout`` (issue 48, item 3).
-Here a POST is admitted once its headers are in (before its body is read) while fewer than ``limit``
-are in; beyond, it is answered 503 with ``Retry-After`` at once, which a client can act on (retry
+Here a POST is admitted once it has arrived whole (so a slow uploader holds no place) while fewer than
+``limit`` are in; beyond, it is answered 503 with ``Retry-After`` at once, which a client can act on (retry
 elsewhere, fall back) instead of waiting out its timeout. A slot is freed when the request's answer is
 written or its connection closes. GETs (probes, ``/metrics``) are never queued nor refused.
 """

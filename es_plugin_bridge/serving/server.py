@@ -7,8 +7,9 @@ check the token, (2) hold one of only 100 connections for as long as it keeps tr
 
 - the bearer token (any of ``serving.token_file.Tokens``) is checked as soon as the headers are in,
   before any of the body is read: a request without it is answered 401 and its connection closed;
-- a POST is admitted to the bounded queue (``serving.admission``) once its headers are in: beyond
-  ``max_queue`` requests in, it is answered 503 with ``Retry-After``, its body never read;
+- a POST is admitted to the bounded queue (``serving.admission``) once it is whole (a client trickling
+  its body holds a connection, not a place): beyond ``max_queue`` requests in, it is answered 503 with
+  ``Retry-After``;
 - each request's first byte is timed (``esrerank.received`` in the WSGI environ: the start of its
   deadline, ``serving.deadline``), and a channel stays readable while its request runs
   (``channel_request_lookahead``), so a client that hangs up is seen (``waitress.client_disconnected``);
@@ -130,14 +131,15 @@ class _JsonErrorTask(ErrorTask):
 
 
 class _GuardedParser(HTTPRequestParser):
-    """A request parser that refuses an unauthenticated request, or a POST beyond the queue, once its
-    headers are in."""
+    """A request parser that refuses an unauthenticated request once its headers are in, and a POST
+    beyond the queue once it is whole."""
 
     tokens: Tokens | None = None  # set per server
     admission: Admission | None = None  # set per server
     started: float
     checked = False
     got_bytes = False
+    queued = False  # the queue has seen this request
     admitted = False
 
     def __init__(self, adj: Adjustments) -> None:
@@ -161,11 +163,13 @@ class _GuardedParser(HTTPRequestParser):
                     and not self.tokens.accepts(self.headers.get("AUTHORIZATION", ""))):
                 self.error = Unauthorized("missing or wrong bearer token")
                 self.completed = True  # the body is never read: the connection closes after the 401
-            if self.error is None and self.admission is not None and self.command == "POST":
+        if self.completed and self.error is None and self.admission is not None and not self.queued:
+            # Admitted once whole: a client trickling its body holds a connection, never a place.
+            self.queued = True
+            if self.command == "POST":
                 self.admitted = self.admission.enter()
                 if not self.admitted:
-                    self.error = Busy(self.admission.busy_message())
-                    self.completed = True  # the body is never read: the connection closes after the 503
+                    self.error = Busy(self.admission.busy_message())  # answered at once; connection closed
         return consumed
 
     def close(self) -> None:
@@ -202,18 +206,34 @@ class _Task(WSGITask):
 class _Channel(HTTPChannel):
     error_task_class = _JsonErrorTask
     task_class = _Task
+    receiving = False  # inside received(): a refusal found now is answered on the event loop
+    answer_now = False
 
-    def handle_close(self) -> None:
-        """Close; a request cut off before it was whole frees its place in the queue."""
-        partial = self.request
-        if partial is not None and not partial.completed:
-            partial.close()
-        super().handle_close()
+    def received(self, data: bytes) -> bool:
+        """waitress's, but a request refused while parsing (401, 503 queue full, 413, ...) is answered
+        here on the event loop, not queued for a request thread behind the work it refuses to add to."""
+        self.receiving = True
+        try:
+            result = bool(super().received(data))
+        finally:
+            self.receiving = False
+        if self.answer_now:
+            self.answer_now = False
+            self.service()  # an error task: a JSON line written to the buffer, the connection closing
+        return result
 
 
 class _Server(TcpWSGIServer):
     request_timeout = 10.0
     on_reject: OnReject | None = None
+
+    def add_task(self, task: Any) -> None:
+        """Queue a channel's request for a thread, unless it is a refusal found while parsing: that one
+        the channel answers itself at once (``_Channel.received``)."""
+        if isinstance(task, _Channel) and task.receiving and task.requests and task.requests[0].error:
+            task.answer_now = True
+            return
+        super().add_task(task)
 
     def bind_server_socket(self) -> None:
         """Bind; on IPv6's unspecified address, as a dual-stack socket that takes IPv4 too."""
