@@ -43,6 +43,7 @@ from es_plugin_bridge.serving.schemas import (
     to_question,
     unscored_reason,
 )
+from es_plugin_bridge.serving.text_cut import read_question
 from es_plugin_bridge.serving.truncation import cut_reason, keep_end, tokens_read
 
 #: Candidate encodings kept (a vector and a bag of words each: about 2 KB for the demo model).
@@ -97,6 +98,11 @@ class Service:
         # Range of each score the sidecar can answer with ("model", or a first stage's fusion).
         self.bounds = {"model": combination_range(own, ranges)}
         self.bounds.update({stage: combination_range(w, ranges) for stage, w in model.fusion.items()})
+
+    def _read(self, item: str | DocumentIn) -> Question:
+        """A request's text as a Question cut to what the model reads, before it is preprocessed
+        (``serving.text_cut``: the same tokens read, whatever the text's length)."""
+        return read_question(self.model.inputs, _question(item))
 
     def relevance(self, key: str, raw: np.ndarray) -> np.ndarray:
         """P(relevant) by the score's Platt curve, else the score mapped onto [0, 1] by its bounds."""
@@ -275,8 +281,8 @@ class Service:
         cached: list[bool] = []
         fs_scored = [scores_in[i] for i in scored] if scores_in is not None else None
         if scored:
-            docs = [_question(req.documents[i]) for i in scored]  # type: ignore[arg-type]  # not null
-            parts, cached = self._parts(_question(req.query), docs, fs_scored, stage)
+            docs = [self._read(req.documents[i]) for i in scored]  # type: ignore[arg-type]  # not null
+            parts, cached = self._parts(self._read(req.query), docs, fs_scored, stage)
             if linear:
                 assert stage is not None
                 raw[scored] = relevance[scored] = self._linear(parts, stage)
@@ -311,7 +317,7 @@ class Service:
         RequestError for a pairwise model (:meth:`encode`)."""
         self._check_vectors()
         self._check_size("texts", len(req.texts))
-        vectors, bags, _ = self.encode([_question(t) for t in req.texts])
+        vectors, bags, _ = self.encode([self._read(t) for t in req.texts])
         embeddings = []
         for vec, (ids, weights) in zip(vectors, bags, strict=True):
             terms = dict(zip(self.model.terms(ids), map(float, weights), strict=True))
@@ -341,6 +347,7 @@ class Service:
         elif truncate == "START":
             questions = [_question(keep_end(t, lambda rest: cut_reason(inputs, _question(rest)) is None))
                          for t in texts]
+        questions = [read_question(inputs, q) for q in questions]  # NONE and START read the whole text
         vectors, _, _ = self.encode(questions)
         read = sum(tokens_read(self.model.token_ids(q)) for q in questions)
         return vectors.astype(float).tolist(), read
