@@ -25,13 +25,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-#: The request header a client states its own deadline in, in milliseconds.
-HEADER = "X-Request-Timeout-Ms"
+from es_plugin_bridge.request_deadline import HEADER, MAX_DEADLINE_MS
+
 #: The server's default: half a second below ml-commons' connector ``read_timeout`` of 5 s
 #: (``elastic/modes/rerank.py`` ``CLIENT_CONFIG``), so the answer reaches the connector in time.
 DEFAULT_DEADLINE_MS = 4500
-#: The longest deadline a client may ask for (10 minutes): past that, it is a mistake, not a wish.
-MAX_DEADLINE_MS = 600_000
 
 
 class WorkAbandoned(Exception):
@@ -102,5 +100,5 @@ def checker(stage: str) -> Callable[[], None] | None:
     return None if deadline is None else (lambda: deadline.check(stage))
 
 
-__all__ = ["DEFAULT_DEADLINE_MS", "HEADER", "Deadline", "WorkAbandoned", "check", "checker", "current",
-           "parse_header", "set_current"]
+__all__ = ["DEFAULT_DEADLINE_MS", "HEADER", "MAX_DEADLINE_MS", "Deadline", "WorkAbandoned", "check",
+           "checker", "current", "parse_header", "set_current"]

@@ -62,6 +62,8 @@ from es_plugin_bridge.serving.token_file import Tokens
 OPEN_PATHS = frozenset({"/healthz", "/readyz"})
 #: ``on_reject(status, reason, method, path, client, message)``: the signature of ``Metrics.reject``.
 OnReject = Callable[[int, str, str, str, str, str], None]
+#: ``on_drop(stage, method, path, client, message)``: the signature of ``Metrics.drop``.
+OnDrop = Callable[[str, str, str, str, str], None]
 #: The reason of each waitress error, as ``Metrics`` names the app's own.
 _REASONS = {400: "bad_request", 401: "unauthorized", 413: "body_too_large", 431: "headers_too_large",
             503: "queue_full"}
@@ -222,10 +224,20 @@ class _Channel(HTTPChannel):
             self.service()  # an error task: a JSON line written to the buffer, the connection closing
         return result
 
+    def service(self) -> None:
+        """waitress's; it skips a request whose client hung up while it waited: counted as dropped."""
+        request = self.requests[0] if self.requests else None
+        on_drop: OnDrop | None = getattr(self.server, "on_drop", None)
+        if request is not None and not request.error and not self.connected and on_drop is not None:
+            on_drop("client_gone_before_start", *_line(request), _client(self),
+                    "the client closed its connection while its request waited: not computed")
+        super().service()
+
 
 class _Server(TcpWSGIServer):
     request_timeout = 10.0
     on_reject: OnReject | None = None
+    on_drop: OnDrop | None = None
 
     def add_task(self, task: Any) -> None:
         """Queue a channel's request for a thread, unless it is a refusal found while parsing: that one
@@ -300,11 +312,13 @@ class Server:
         parser = type("Parser", (_GuardedParser,),
                       {"tokens": tokens if tokens else None, "admission": self.admission})
         channel = type("Channel", (_Channel,), {"parser_class": parser})
-        if on_reject is None and getattr(app, "extensions", {}).get("esrerank_metrics") is not None:
-            on_reject = app.extensions["esrerank_metrics"].reject  # type: ignore[attr-defined]
+        metrics = getattr(app, "extensions", {}).get("esrerank_metrics")
+        if on_reject is None and metrics is not None:
+            on_reject = metrics.reject
         server_class = type("Server", (_Server,), {"channel_class": channel,
                                                     "request_timeout": limits.request_timeout,
-                                                    "on_reject": on_reject and staticmethod(on_reject)})
+                                                    "on_reject": on_reject and staticmethod(on_reject),
+                                                    "on_drop": metrics and staticmethod(metrics.drop)})
         try:
             adj = Adjustments(
                 host=host, port=port, threads=threads, ident="esrerank",

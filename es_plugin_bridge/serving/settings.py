@@ -18,7 +18,8 @@ from pathlib import Path
 
 from es_plugin_bridge.bearer_token import check_token
 from es_plugin_bridge.errors import UserError
-from es_plugin_bridge.serving.deadline import DEFAULT_DEADLINE_MS, MAX_DEADLINE_MS
+from es_plugin_bridge.request_deadline import MAX_DEADLINE_MS
+from es_plugin_bridge.serving.deadline import DEFAULT_DEADLINE_MS
 from es_plugin_bridge.serving.device import DEVICES, Device
 from es_plugin_bridge.serving.server import Limits
 from es_plugin_bridge.serving.service import DEFAULT_CACHE_SIZE

@@ -28,6 +28,7 @@ from typing import Any
 
 import pytest
 
+from es_plugin_bridge.bridge.sidecar_client import SidecarClient, SidecarUnavailable
 from es_plugin_bridge.data.questions import split_title_body
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.serving import ModelDirectory
@@ -69,6 +70,7 @@ def gated_server(model: ModelDirectory, max_queue: int) -> Iterator[tuple[Server
     gated = Gated(app)
     srv = Server(gated, host="127.0.0.1", port=0, threads=1, limits=Limits(max_queue=max_queue),
                  on_reject=app.extensions["esrerank_metrics"].reject)
+    srv.servers[0].on_drop = app.extensions["esrerank_metrics"].drop  # the gate hides the app's extensions
     thread = threading.Thread(target=srv.run, daemon=True)
     thread.start()
     try:
@@ -131,6 +133,30 @@ def test_a_full_queue_answers_503_with_retry_after_at_once(model):
         assert _metric(srv.url, 'esrerank_requests_rejected_total{reason="queue_full",status="503"}') == 1
 
 
+def test_the_bridge_says_busy_and_its_deadline_drops_the_work_it_stopped_waiting_for(model):
+    questions = _questions(QUESTIONS[100:111])  # none of them in the other requests
+    with gated_server(model, max_queue=3) as (srv, gated):
+        first, _ = _in_background(_post, srv.url, _body(0))
+        assert gated.entered.wait(10)
+        # Waits in the queue; gives up after 0.6 s, having told the sidecar (X-Request-Timeout-Ms 350).
+        with pytest.raises(SidecarUnavailable, match="timed out after 0.6 s"):
+            second, _ = _in_background(_post, srv.url, _body(30))
+            time.sleep(0.3)
+            SidecarClient(srv.url, timeout=0.6).rerank(questions[0], questions[1:])
+        with pytest.raises(SidecarUnavailable) as busy:  # three in (the one given up on too): full
+            SidecarClient(srv.url, timeout=5).rerank(questions[0], questions[1:])
+        assert str(busy.value) == "the sidecar is busy (queue full): it answered 503, retry after 1 s"
+        gated.open()
+        first.join(30)
+        second.join(30)
+        time.sleep(0.3)
+        assert _metric(srv.url, 'esrerank_work_dropped_total{stage="client_gone_before_start"}') == 1
+        misses = _misses(srv.url)
+        assert SidecarClient(srv.url, timeout=10).rerank(questions[0], questions[1:])
+        # the request given up on was never computed: had it been, its questions would be cached now
+        assert _misses(srv.url) >= misses + 10
+
+
 def test_a_request_past_its_deadline_before_it_starts_is_never_computed(model):
     with gated_server(model, max_queue=8) as (srv, gated):
         first, _ = _in_background(_post, srv.url, _body(0))
@@ -163,6 +189,7 @@ def test_a_client_that_hung_up_while_queued_costs_no_work(model):
         gated.open()
         first.join(30)
         time.sleep(0.3)
+        assert _metric(srv.url, 'esrerank_work_dropped_total{stage="client_gone_before_start"}') == 1
         misses = _misses(srv.url)
         assert _post(srv.url, _body(30))[0] == 200
         # Had the hung-up request been computed, these questions would have been cached (no new misses).
@@ -179,6 +206,10 @@ def test_a_deadline_passing_during_the_work_is_a_504_never_a_late_200(model):
     for bad in ("0", "-5", "1.5", "soon", "600001"):
         answer = client.post("/v1/rerank", json=body, headers={"X-Request-Timeout-Ms": bad})
         assert answer.status_code == 400 and answer.get_json()["field"] == "X-Request-Timeout-Ms", bad
+
+
+def _questions(texts: list[str]) -> list[Question]:
+    return [Question(str(i), *split_title_body(text)) for i, text in enumerate(texts)]
 
 
 def test_the_encoder_workers_skip_the_batches_of_a_request_past_its_check(exported):
