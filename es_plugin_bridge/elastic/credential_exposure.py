@@ -18,8 +18,8 @@ SECURITY_PLUGIN = "opensearch-security"
 
 def has_security(client: Any) -> bool | None:
     """Whether any node lists the security plugin (``GET _cat/plugins``); None when that cannot be read."""
-    try:
-        rows = client.cat.plugins(format="json")
+    try:  # the opensearch-py client itself (``OpenSearchClient.raw``): _cat has no Elasticsearch twin here
+        rows = getattr(client, "raw", client).cat.plugins(format="json")
     except Exception:  # an unreadable answer is no evidence either way: say nothing
         return None
     return any(isinstance(row, dict) and row.get("component") == SECURITY_PLUGIN for row in rows or [])
