@@ -35,3 +35,17 @@ def threaded_server(model: ModelDirectory, token: str, limits: Limits) -> Iterat
     finally:
         srv.close()
         thread.join(timeout=5)
+
+
+@contextlib.contextmanager
+def app_server(app: Any) -> Iterator[Server]:
+    """``Server.for_app(app)`` (the server ``esrerank serve`` runs, bound by the app's own Settings: give
+    it ``port=0``) in a thread; closed on the way out."""
+    srv = Server.for_app(app)
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    try:
+        yield srv
+    finally:
+        srv.close()
+        thread.join(timeout=5)

@@ -13,8 +13,13 @@ close``), so a watchdog that looked there found nothing to shut down. A truncate
 is an outage too.
 Connections persist between calls (``connection_pool``): a call reuses an idle one, so a busy sidecar's
 accept queue is not in the way of every search; one the server closed while idle is retried once on a
-new connection. A TLS handshake that fails (an ``https://`` URL for a plain-HTTP sidecar) and a
-plain-HTTP call that a TLS server hangs up on say so and name the other scheme.
+new connection. A TLS handshake that fails (an ``https://`` URL for a plain-HTTP sidecar) says so and
+names ``http://``. A plain-HTTP call hung up on without an answer names ``https://`` only when the
+evidence is TLS (the answer's bytes are a TLS record, or a TLS handshake to the same address then
+succeeds); otherwise it says the sidecar closed the connection, as one at ``--max-connections`` or
+restarting does (issue 48, item 10). A 503 or 429 with ``Retry-After`` is the sidecar's bounded queue:
+"busy (queue full)". Each call sends its deadline (``request_deadline.HEADER``: the timeout less a
+margin), so the sidecar drops the work of a call this client has stopped waiting for.
 Documents the sidecar cannot take (a blank title) are left out of the request and ranked last, so one
 bad corpus entry does not cost the whole window its reranking. Proxy variables are not consulted (the
 sidecar is a neighbour of its caller).
@@ -36,6 +41,7 @@ from es_plugin_bridge.bridge.connection_pool import ConnectionPool, SidecarConne
 from es_plugin_bridge.bridge.sidecar_target import DEFAULT_TIMEOUT, SidecarTarget, untrusted_certificate
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.errors import UserError
+from es_plugin_bridge.request_deadline import HEADER, header_value
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +66,7 @@ class _Call:
         self.pool, self.url, self.path, self.data, self.headers = pool, url, path, data, headers
         self.done = threading.Event()
         self.answer: tuple[int, bytes] | None = None
+        self.retry_after: str | None = None  # the answer's Retry-After header
         self.error: SidecarUnavailable | UserError | None = None
         self._conn: SidecarConnection | None = None  # the connection in use: its step is the call's
         self._lock = threading.Lock()
@@ -110,6 +117,7 @@ class _Call:
             resp = conn.getresponse()
             try:
                 self.answer = (resp.status, resp.read())
+                self.retry_after = resp.getheader("Retry-After")
             finally:
                 resp.close()
             keep = True
@@ -150,16 +158,44 @@ def tls_mismatch(url: str, detail: str) -> str:
             f"use {plain}")
 
 
-def _unreadable(url: str, step: str, exc: BaseException) -> str:
-    """Why an answer could not be read; for an ``http://`` sidecar that answers in TLS (an alert record:
-    0x15, version 3) or hangs up without a word (what a TLS server does with a plain request: Python's
-    ``ssl`` server resets, nginx answers 400 itself), the likely fix too."""
+#: Seconds a TLS probe (after a plain-HTTP call was hung up on) may take.
+_PROBE_S = 1.0
+
+
+def speaks_tls(url: str, timeout: float = _PROBE_S) -> bool:
+    """Whether a TLS handshake with ``url``'s host and port completes (any certificate: only the
+    protocol is asked). A plain-HTTP sidecar answers a ClientHello with an HTTP 400 at once."""
+    parts = urllib.parse.urlsplit(url)
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    try:
+        with socket.create_connection((parts.hostname or "", parts.port or 80), timeout=timeout) as raw, \
+                context.wrap_socket(raw, server_hostname=parts.hostname):
+            return True
+    except (OSError, ValueError):  # ssl.SSLError is an OSError
+        return False
+
+
+def _unreadable(url: str, step: str, exc: BaseException, probe: bool = True) -> str:
+    """Why an answer could not be read. An ``http://`` sidecar that hangs up without an HTTP answer is
+    told apart: a TLS server (its bytes a TLS record, 0x15 or 0x16 then version 3; or, when it only
+    reset or closed, a TLS handshake with it succeeding: Python's ``ssl`` server resets a plain request)
+    gets the ``https://`` fix; any other sidecar closed the connection (at its connection limit, or
+    restarting: a plain-HTTP sidecar at ``--max-connections`` is not a TLS problem)."""
     if url.startswith("http://") and step == "http":
         line = getattr(exc, "line", "") or ""
-        if line.startswith("\x15\x03") or isinstance(exc, ConnectionResetError):
-            tls = "https://" + url.removeprefix("http://")
-            return (f"the sidecar at {url} closed the connection without an HTTP answer ({exc!r}): "
-                    f"does it speak TLS? use {tls}")
+        tls = "https://" + url.removeprefix("http://")
+        if line[:2] in ("\x15\x03", "\x16\x03"):
+            return (f"the sidecar at {url} answered in TLS, not HTTP ({exc!r}): it speaks TLS; use {tls}")
+        hung_up = isinstance(exc, ConnectionResetError | http.client.RemoteDisconnected) or (
+            isinstance(exc, http.client.BadStatusLine) and not line)
+        if hung_up:
+            if probe and speaks_tls(url):
+                return (f"the sidecar at {url} closed the connection without an HTTP answer ({exc!r}) and "
+                        f"answers a TLS handshake: it speaks TLS; use {tls}")
+            return (f"the sidecar at {url} closed the connection without an HTTP answer ({exc!r}): likely at "
+                    "its connection limit (esrerank serve --max-connections) or restarting")
     return f"sidecar answer unreadable: {exc!r}"
 
 
@@ -188,7 +224,7 @@ class SidecarClient:
     def _post(self, path: str, body: dict) -> tuple[int, bytes]:
         """(status, body) of one POST, all of it within ``timeout`` seconds (SidecarUnavailable else)."""
         data = json.dumps(body).encode()
-        headers = {"Content-Type": "application/json"}
+        headers = {"Content-Type": "application/json", HEADER: header_value(self.timeout)}
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
         call = _Call(self.pool, self.url, self._prefix + path, data, headers)
@@ -202,6 +238,10 @@ class SidecarClient:
         if call.error is not None:
             raise call.error
         assert call.answer is not None
+        status, payload = call.answer
+        if status in (429, 503) and call.retry_after is not None:
+            raise SidecarUnavailable(f"the sidecar is busy (queue full): it answered {status}, retry after "
+                                     f"{call.retry_after[:20]} s")
         return call.answer
 
     def rerank(

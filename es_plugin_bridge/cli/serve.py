@@ -1,8 +1,9 @@
 """``esrerank serve MODEL_DIR``: the sidecar (Flask app on hardened waitress), bound to 127.0.0.1 by default.
 
 The address is bound before anything is announced, so a bad host or a port in use is one ``error:``
-line. The token is best given in a file (``--token-file``) or the environment: a ``--token`` on the
-command line is visible to every user of the machine (``ps``).
+line. The token is best given in a file (``--token-file``: one token per client cluster, re-read when
+it changes, ``serving.token_file``) or the environment: a ``--token`` on the command line is visible to
+every user of the machine (``ps``).
 """
 
 from __future__ import annotations
@@ -44,20 +45,14 @@ def _encoder_workers(option: int | None) -> int | None:
     return option or None
 
 
-def _read_token_file(path: Path) -> str:
-    """The token: the file's first line, stripped; the rest is ignored (rsync's ``--password-file`` rule),
-    so a file ending in a newline or carrying a comment line works as the help says."""
+def _warn_if_readable(path: Path) -> None:
+    """One warning line when the token file is readable by other users (the file itself is read, and
+    refused in one line, by ``Settings``)."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"cannot read the token file {path}: {exc}") from None
-    token = text.splitlines()[0].strip() if text.strip() else ""
-    if not token:
-        raise UserError(f"the token file {path} is empty" if not text.strip()
-                        else f"the first line of the token file {path} is empty (the token is that line)")
-    if path.stat().st_mode & 0o077:
-        click.echo(f"warning: {path} is readable by other users (chmod 600 it)", err=True)
-    return token
+        if path.stat().st_mode & 0o077:
+            click.echo(f"warning: {path} is readable by other users (chmod 600 it)", err=True)
+    except OSError:
+        pass  # Settings names the unreadable file
 
 
 @click.command("serve", context_settings={"help_option_names": ["-h", "--help"]})
@@ -69,7 +64,9 @@ def _read_token_file(path: Path) -> str:
               help="Bearer token required on every endpoint but /healthz and /readyz (or set "
                    "ESRERANK_TOKEN; on the command line it is visible to other users: prefer --token-file).")
 @click.option("--token-file", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="File whose first line is the bearer token (other lines are ignored; chmod 600 it).")
+              help="File of bearer tokens, one a line (one per client cluster; blank lines and lines "
+                   "starting with # are ignored; chmod 600 it). Re-read when it changes: add, rotate or "
+                   "revoke a token without a restart.")
 @click.option("--expect-sha256", default=None, metavar="DIGEST",
               help="Refuse the model directory unless its manifest.json has this sha256 (printed at start).")
 @click.option("--max-documents", default=1000, show_default=True, type=click.IntRange(min=1),
@@ -80,6 +77,12 @@ def _read_token_file(path: Path) -> str:
               help="Seconds a client has to send one whole request (slow clients are disconnected).")
 @click.option("--max-connections", default=500, show_default=True, type=click.IntRange(min=1),
               help="Open connections at most.")
+@click.option("--max-queue", default=None, type=click.IntRange(min=1),
+              help="Scoring requests received, waiting or computing at once; beyond, a request is answered "
+                   "503 with Retry-After at once [default: 4 × --threads].")
+@click.option("--deadline-ms", default=4500, show_default=True, type=click.IntRange(1, 600_000),
+              help="Deadline of a request that sends no X-Request-Timeout-Ms header: work past it is "
+                   "dropped and answered 504 (below ml-commons' connector read_timeout of 5 s).")
 @click.option("--threads", default=DEFAULT_THREADS, show_default=True, type=click.IntRange(min=1),
               help="Request threads (waitress).")
 @click.option("--onnx-threads", default=DEFAULT_ONNX_THREADS, show_default=True, type=click.IntRange(min=1),
@@ -99,8 +102,9 @@ def _read_token_file(path: Path) -> str:
 @click.option("--name", default=None, help="Model name reported in responses (default TYPE:DIR).")
 def serve_command(model_dir: Path, host: str, port: int, token: str | None, token_file: Path | None,
                   expect_sha256: str | None, max_documents: int, max_body_mb: int, request_timeout: float,
-                  max_connections: int, threads: int, onnx_threads: int, cache_size: int, batch_size: int,
-                  encoder_workers: int | None, device: str, name: str | None) -> None:
+                  max_connections: int, max_queue: int | None, deadline_ms: int, threads: int,
+                  onnx_threads: int, cache_size: int, batch_size: int, encoder_workers: int | None,
+                  device: str, name: str | None) -> None:
     """Serve an exported model directory: /v1/rerank, /v2/rerank, /v1/encode, /v1/embed, /v2/embed,
     /healthz, /readyz, /metrics."""
     from es_plugin_bridge.serving.settings import Settings
@@ -108,16 +112,17 @@ def serve_command(model_dir: Path, host: str, port: int, token: str | None, toke
     ctx = click.get_current_context()
     if token is None and os.environ.get("ESRERANK_TOKEN") is not None:  # click drops an empty variable
         raise UserError("ESRERANK_TOKEN is set but empty; unset it to serve without a token")
-    if token_file is not None:
-        if token is not None:
-            raise UserError("give the token once: --token (or ESRERANK_TOKEN) or --token-file")
-        token = _read_token_file(token_file)
-    settings = Settings(  # checks the token (and every value) before anything is loaded or announced
-        model_dir=model_dir, host=host, port=port, token=token, expect_sha256=expect_sha256, name=name,
-        max_documents=max_documents, max_body_bytes=max_body_mb * 1024 * 1024,
-        request_timeout=request_timeout, max_connections=max_connections, threads=threads,
+    if token_file is not None and token is not None:
+        raise UserError("give the tokens once: --token (or ESRERANK_TOKEN) or --token-file (one a line)")
+    settings = Settings(  # checks the tokens (and every value) before anything is loaded or announced
+        model_dir=model_dir, host=host, port=port, token=token, token_file=token_file,
+        expect_sha256=expect_sha256, name=name, max_documents=max_documents,
+        max_body_bytes=max_body_mb * 1024 * 1024, request_timeout=request_timeout,
+        max_connections=max_connections, max_queue=max_queue, deadline_ms=deadline_ms, threads=threads,
         onnx_threads=onnx_threads, cache_size=cache_size, batch_size=batch_size,
         encoder_workers=_encoder_workers(encoder_workers), device=device)  # type: ignore[arg-type]
+    if token_file is not None:
+        _warn_if_readable(token_file)
     if token_file is None and token is not None and (
             ctx.get_parameter_source("token") == click.core.ParameterSource.COMMANDLINE):
         click.echo("warning: --token is visible to every user of this machine (ps); prefer --token-file "
@@ -135,7 +140,7 @@ def run_sidecar(settings: Settings) -> None:
     _log_to_stderr()
     app = create_app(settings)
     server = Server.for_app(app)
-    if settings.host not in ("127.0.0.1", "localhost", "::1") and not settings.token:
+    if settings.host not in ("127.0.0.1", "localhost", "::1") and not settings.guarded:
         click.echo(f"warning: serving on {settings.host} without a bearer token (--token-file)", err=True)
     click.echo(f"serving {app.extensions['esrerank'].name} on {server.url} "
                f"on {app.extensions['esrerank'].model.provider} (/v1/rerank, /v2/rerank, /v1/encode, "

@@ -46,6 +46,7 @@ from es_plugin_bridge.elastic.ingest_pipeline import CLEAN_SCRIPT, text_processo
 from es_plugin_bridge.elastic.mappings import BOW_FIELD, RERANK_FIELD, VECTOR_FIELD
 from es_plugin_bridge.elastic.opensearch_ml import register_remote_model, request, trust, url_regex
 from es_plugin_bridge.errors import UserError
+from es_plugin_bridge.request_deadline import HEADER, header_value
 
 EMBED_PATH = "/v1/encode"
 #: Texts per sidecar call (each processor's ``batch_size``): ``es index``'s own default batch.
@@ -105,7 +106,9 @@ def connector_body(sidecar_url: str, token: str, output: str) -> dict[str, Any]:
             "action_type": "predict",
             "method": "POST",
             "url": f"{sidecar_url.rstrip('/')}{EMBED_PATH}",
-            "headers": {"Authorization": "Bearer ${credential.api_key}", "Content-Type": "application/json"},
+            # The sidecar drops the work of a call ml-commons has stopped waiting for (serving.deadline).
+            "headers": {"Authorization": "Bearer ${credential.api_key}", "Content-Type": "application/json",
+                        HEADER: header_value(CLIENT_CONFIG["read_timeout"])},
             "request_body": EMBED_REQUEST,
             "pre_process_function": "connector.pre_process.default.embedding",
             "post_process_function": DEFAULT_POST_PROCESS if vector else BOW_POST_PROCESS,

@@ -177,6 +177,7 @@ def provision_opensearch(client: Any, cluster: ClusterInfo, index: str, meta: In
     user's index, copied or extended in place through that pipeline (OpenSearch embeds them: neural-search
     is there on any licence); a model without vectors gets a scripts-only pipeline for ``text`` and
     ``rerank_text``."""
+    from es_plugin_bridge.elastic.credential_exposure import unsecured_line
     from es_plugin_bridge.elastic.modes.rerank import register_rerank
 
     theirs, index, meta = _user_source(client, source, index, meta)
@@ -209,11 +210,11 @@ def provision_opensearch(client: Any, cluster: ClusterInfo, index: str, meta: In
                           f"({meta.model_type}, {vectors}) on {cluster.name}")
         if theirs is not None:
             done.lines.append(copy_into(client, theirs, index, embedding["pipeline"], progress=progress))
-    done.lines += [
-        f"registered ml-commons model {registered['model_id']} (connector {registered['connector_id']}) "
-        f"calling {sidecar.rstrip('/')}/v1/rerank",
-        *_opensearch_mode_lines(cluster, meta, registered["search_pipeline"]),
-    ]
+    done.lines.append(f"registered ml-commons model {registered['model_id']} (connector "
+                      f"{registered['connector_id']}) calling {sidecar.rstrip('/')}/v1/rerank")
+    exposed = unsecured_line(client, cluster.name, token)  # right after the line naming where it went
+    done.lines += [exposed] if exposed is not None else []
+    done.lines += _opensearch_mode_lines(cluster, meta, registered["search_pipeline"])
     return done
 
 

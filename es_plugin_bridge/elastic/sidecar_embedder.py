@@ -20,6 +20,7 @@ from es_plugin_bridge.bridge.sidecar_target import SidecarTarget, untrusted_cert
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.elastic.mappings import rerank_text
 from es_plugin_bridge.errors import UserError
+from es_plugin_bridge.request_deadline import HEADER, header_value
 
 
 class EmbedError(Exception):
@@ -53,7 +54,7 @@ class SidecarEmbedder:
                    ca_certs=target.ca_certs)
 
     def _request(self, method: str, path: str, body: Any = None) -> Any:
-        headers = {"Content-Type": "application/json"}
+        headers = {"Content-Type": "application/json", HEADER: header_value(self.timeout)}
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
         data = json.dumps(body).encode() if body is not None else None

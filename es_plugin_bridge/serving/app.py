@@ -8,14 +8,15 @@ the app with ``Server.for_app`` (waitress). The routes are two blueprints: ``api
 
 What holds for every route, matched or not, is here: every answer is JSON; bad input is a 4xx whose
 body names the field (``{"error", "field"}``); a 500 only ever means a bug. With a bearer token set,
-everything but ``/healthz`` and ``/readyz`` requires it. Every 4xx is counted in ``/metrics`` by reason
-and logged in one line (``Metrics.reject``).
+everything but ``/healthz`` and ``/readyz`` requires it (any token of ``serving.token_file.Tokens``,
+the same object the server checks before the body). Every 4xx is counted in ``/metrics`` by reason
+and logged in one line (``Metrics.reject``). Every POST has a deadline (``serving.deadline``): work past
+it, or for a client that hung up, is dropped and answered 504, counted by the stage it stopped at.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hmac
 import time
 from pathlib import Path
 from typing import Any
@@ -23,14 +24,14 @@ from typing import Any
 from flask import Flask, Response, current_app, g, request
 from werkzeug.exceptions import HTTPException
 
-from es_plugin_bridge.bearer_token import scheme_folded
 from es_plugin_bridge.errors import UserError
-from es_plugin_bridge.serving import routes_api, routes_ops, web
+from es_plugin_bridge.serving import deadline, routes_api, routes_ops, web
 from es_plugin_bridge.serving.metrics import Metrics
 from es_plugin_bridge.serving.model_dir import ModelDirectory
-from es_plugin_bridge.serving.server import OPEN_PATHS
+from es_plugin_bridge.serving.server import OPEN_PATHS, RECEIVED
 from es_plugin_bridge.serving.service import RequestError, Service
 from es_plugin_bridge.serving.settings import LOAD_FIELDS, Settings
+from es_plugin_bridge.serving.token_file import Tokens
 
 
 def _settings(source: Settings | ModelDirectory | str | Path,
@@ -71,8 +72,13 @@ def create_app(source: Settings | ModelDirectory | str | Path, **overrides: Any)
     app.extensions[web.SERVICE] = service
     app.extensions[web.METRICS] = metrics  # the server counts what it refuses before the app here too
     app.extensions[web.SETTINGS] = settings
+    app.extensions[web.TOKENS] = Tokens(settings.token, settings.token_file)
     app.before_request(_authenticate)
+    app.before_request(_start_deadline)
+    app.after_request(_not_late)
     app.after_request(_count)
+    app.teardown_request(_end_deadline)
+    app.register_error_handler(deadline.WorkAbandoned, _abandoned)
     app.register_error_handler(RequestError, _bad_request)
     app.register_error_handler(UserError, _user_error)
     app.register_error_handler(HTTPException, _http)
@@ -85,14 +91,55 @@ def create_app(source: Settings | ModelDirectory | str | Path, **overrides: Any)
 def _authenticate() -> tuple[Response, int] | None:
     """Start the request's clock; refuse it 401 without the bearer token (on every guarded path)."""
     g.started = time.perf_counter()
-    token = web.settings().token
-    if token and request.path not in OPEN_PATHS:
-        given = scheme_folded(request.headers.get("Authorization", ""))
-        if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
-            response, status = web.error(401, "missing or wrong bearer token", reason="unauthorized")
-            response.headers["WWW-Authenticate"] = "Bearer"
-            return response, status
+    tokens = web.tokens()
+    given = request.headers.get("Authorization", "")
+    if tokens and request.path not in OPEN_PATHS and not tokens.accepts(given):
+        response, status = web.error(401, "missing or wrong bearer token", reason="unauthorized")
+        response.headers["WWW-Authenticate"] = "Bearer"
+        return response, status
     return None
+
+
+def _start_deadline() -> tuple[Response, int] | None:
+    """A POST's deadline (its header, else the server's default) from its first byte; dropped at once
+    (WorkAbandoned) if it passed while the request waited for a thread."""
+    if request.method != "POST":
+        return None
+    try:
+        asked = deadline.parse_header(request.headers.get(deadline.HEADER))
+    except ValueError as exc:
+        return web.error(400, str(exc), deadline.HEADER)
+    received = request.environ.get(RECEIVED, time.monotonic())
+    gone = request.environ.get("waitress.client_disconnected")
+    g.deadline = deadline.Deadline.starting(received, asked or web.settings().deadline_ms, gone)
+    g.deadline_token = deadline.set_current(g.deadline)
+    g.deadline.check("before_start")
+    return None
+
+
+def _not_late(response: Response) -> Response:
+    """An answer finished past its deadline (or after its client left) is not sent as a late success:
+    nobody waits for it. It becomes the 504 of :func:`_abandoned`, counted as computed for nobody."""
+    late = g.get("deadline")
+    if late is not None and response.status_code < 300:
+        try:
+            late.check("finished_late")
+        except deadline.WorkAbandoned as exc:
+            body, status = _abandoned(exc)
+            body.status_code = status
+            return body
+    return response
+
+
+def _end_deadline(_: BaseException | None) -> None:
+    token = g.pop("deadline_token", None)
+    if token is not None:
+        deadline.set_current(None)
+
+
+def _abandoned(exc: deadline.WorkAbandoned) -> tuple[Response, int]:
+    web.metrics().drop(exc.stage, request.method, request.path, request.remote_addr or "-", exc.message)
+    return web.error(504, exc.message, reason="deadline")
 
 
 def _count(response: Response) -> Response:

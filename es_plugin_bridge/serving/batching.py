@@ -18,18 +18,20 @@ the cores. Here the request threads hand their calls (``ModelDirectory.runs``: t
 
 What a batch computes does not depend on which thread runs it: a request's answer is the one the same
 batches give in the request's own thread (``vectors`` of a pool and ``ModelDirectory.vectors_from_ids``
-agree, ``tests/serving/test_serving_batching.py``). Nor on which texts share it: merging follows the schedule
-that keeps a row's output independent of its mates, so merging requests never changes a vector
-(``tests/exporters/test_batch_independence.py``).
-An error in a call is raised in every request whose rows it held. Workers are daemon threads started
-on first use; :meth:`EncoderPool.close` stops them.
+agree, ``tests/serving/test_serving_batching.py``). Nor on which texts share it: merging follows the
+schedule that keeps a row's output independent of its mates, so merging requests never changes a vector
+(``tests/exporters/test_batch_independence.py``). An error in a call is raised in every request whose
+rows it held. A request may give a ``check`` (``serving.deadline``: its deadline or its client gone): a
+worker calls it before running that request's next batch, and a batch whose check raises is not run;
+the request gets the error, its other batches are skipped too. Workers are daemon threads started on
+first use; :meth:`EncoderPool.close` stops them.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -47,6 +49,8 @@ class _Job:
     left: int
     error: BaseException | None = None
     done: threading.Event = field(default_factory=threading.Event)
+    check: Callable[[], None] | None = None  # raises when the request's batches are not worth running
+    skipped: int = 0  # batches not run (their check raised)
 
 
 @dataclass
@@ -78,16 +82,17 @@ class EncoderPool:
         self.rows = 0  # questions those calls encoded
         self.merged = 0  # calls that held batches of more than one request
 
-    def vectors(self, encoded: Sequence[Encoded]) -> np.ndarray:
+    def vectors(self, encoded: Sequence[Encoded], check: Callable[[], None] | None = None) -> np.ndarray:
         """Neural vectors [N, D] float32 of ``encoded``, as ``ModelDirectory.vectors_from_ids`` gives them.
 
-        Blocks until every batch has run; re-raises the first error of any of them.
+        Blocks until every batch has run; re-raises the first error of any of them (or of ``check``,
+        called before each batch: what it raises stops the request's batches not run yet).
         """
         out = np.zeros((len(encoded), self.model.dimension), dtype=np.float32)
         runs = self.model.runs(encoded)
         if not runs:
             return out
-        job = _Job(out, len(runs))
+        job = _Job(out, len(runs), check=check)
         with self._ready:
             if self._closed:
                 raise RuntimeError("the encoder pool is closed")
@@ -123,8 +128,32 @@ class EncoderPool:
                 rows += len(taken[-1].encoded)
             return taken
 
+    def _runnable(self, taken: list[_Batch]) -> list[_Batch]:
+        """``taken`` without the batches of requests that failed or whose check raises (those finish)."""
+        kept = []
+        for batch in taken:
+            job = batch.job
+            if job.error is None and job.check is not None:
+                try:
+                    job.check()
+                except BaseException as exc:  # handed to the request that waits on it
+                    job.error = exc
+            if job.error is None:
+                kept.append(batch)
+                continue
+            with self._ready:
+                job.skipped += 1
+                job.left -= 1
+                finished = job.left == 0
+            if finished:
+                job.done.set()
+        return kept
+
     def _work(self) -> None:
         while (taken := self._take()) is not None:
+            taken = self._runnable(taken)
+            if not taken:
+                continue
             error: BaseException | None = None
             try:
                 vectors = self.model.run_feed([e for batch in taken for e in batch.encoded])

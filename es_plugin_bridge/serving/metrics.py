@@ -86,10 +86,21 @@ class Metrics:
                                 "Rerank documents not scored (lowest score), by reason (null, blank, "
                                 "too_long)", ["reason"], registry=self.registry)
         self.rejected = Counter("esrerank_requests_rejected",
-                                "Requests refused with a 4xx (before or by the app), by reason and status",
-                                ["reason", "status"], registry=self.registry)
+                                "Requests refused with a 4xx, or a 503 when the queue is full (before or "
+                                "by the app), by reason and status", ["reason", "status"],
+                                registry=self.registry)
+        self.dropped = Counter("esrerank_work_dropped",
+                               "Requests whose work stopped at their deadline or when their client left, "
+                               "answered 504, by where (before_start, before_batch: never computed further; "
+                               "finished_late: computed for nobody)", ["stage"], registry=self.registry)
         Info("esrerank_model", "The served model", registry=self.registry).info(
             {"name": model_name, "type": model_type, "provider": provider})
+
+    def drop(self, stage: str, method: str, path: str, client: str, message: str) -> None:
+        """Count one request whose work was dropped (``serving.deadline``) and log it in one line."""
+        self.dropped.labels(stage).inc()
+        log.warning("dropped %s %s from %s: 504 %s (%s)", printable(method, 16), printable(path),
+                    printable(client, 64), stage, printable(message))
 
     def reject(self, status: int, reason: str | None, method: str, path: str, client: str,
                message: str) -> None:

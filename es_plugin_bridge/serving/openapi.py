@@ -83,7 +83,12 @@ def _errors() -> dict[str, Any]:
                                    "--max-documents"),
                            ("415", "body is not JSON, or has a Content-Encoding (compressed bodies are not "
                                    "taken)"),
-                           ("431", "request headers too large"))
+                           ("431", "request headers too large"),
+                           ("503", "the sidecar is busy (its --max-queue is full): retry after the "
+                                   "Retry-After header's seconds"),
+                           ("504", "the request's deadline passed (its X-Request-Timeout-Ms header, "
+                                   "milliseconds from its first byte, else --deadline-ms) or its client "
+                                   "left: the work was dropped"))
     }
 
 

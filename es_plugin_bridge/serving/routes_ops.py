@@ -40,7 +40,7 @@ def prometheus() -> Response:
 @bp.get("/openapi.json")
 def openapi() -> Response:
     service = web.service()
-    return jsonify(openapi_document(secured=bool(web.settings().token),
+    return jsonify(openapi_document(secured=web.settings().guarded,
                                     first_stages=list(service.model.fusion),
                                     max_documents=service.max_documents,
                                     dimension=None if service.model.pairwise else service.model.dimension))

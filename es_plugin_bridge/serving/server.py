@@ -5,8 +5,14 @@ at its defaults that lets a client (1) send up to 1 GB that is spooled to disk b
 check the token, (2) hold one of only 100 connections for as long as it keeps trickling bytes, and
 (3) get plain-text 400/413/431 answers. Here:
 
-- the bearer token is checked as soon as the headers are in, before any of the body is read: a request
-  without it is answered 401 and its connection closed;
+- the bearer token (any of ``serving.token_file.Tokens``) is checked as soon as the headers are in,
+  before any of the body is read: a request without it is answered 401 and its connection closed;
+- a POST is admitted to the bounded queue (``serving.admission``) once it is whole (a client trickling
+  its body holds a connection, not a place): beyond ``max_queue`` requests in, it is answered 503 with
+  ``Retry-After``;
+- each request's first byte is timed (``esrerank.received`` in the WSGI environ: the start of its
+  deadline, ``serving.deadline``), and a channel stays readable while its request runs
+  (``channel_request_lookahead``), so a client that hangs up is seen (``waitress.client_disconnected``);
 - the body is capped (``max_body_bytes``, 32 MB by default) from its ``Content-Length``, before it is
   received;
 - a request must arrive whole within ``request_timeout`` seconds of its first byte, whatever its pace
@@ -20,7 +26,7 @@ check the token, (2) hold one of only 100 connections for as long as it keeps tr
 - a TLS handshake sent to this plain-HTTP server (an ``https://`` URL for an ``http://`` sidecar) is
   answered 400 at once, so the client's TLS layer fails now instead of waiting ``request_timeout``
   for a request that never comes (issue 34, item 11);
-- every answer the server makes itself (400, 401, 408-close, 413, 431, 500) is JSON ``{"error": ...}``,
+- every answer the server makes itself (400, 401, 408-close, 413, 431, 503, 500) is JSON ``{"error": ...}``,
   and every refusal (those answers, and a late request's dropped connection) goes to ``on_reject``
   (``Metrics.reject``: counted by reason, one log line) — they never reach the app to be counted there;
 - ``host="::"`` listens on IPv4 too where the OS allows (a dual-stack socket; waitress sets
@@ -33,30 +39,36 @@ buffers requests (nginx, Envoy) in front, as for any Python WSGI server.
 from __future__ import annotations
 
 import contextlib
-import hmac
 import json
 import math
 import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol, cast
 
 from waitress.adjustments import Adjustments
 from waitress.channel import HTTPChannel
 from waitress.parser import HTTPRequestParser
 from waitress.server import BaseWSGIServer, MultiSocketServer, TcpWSGIServer
-from waitress.task import ErrorTask, ThreadedTaskDispatcher
+from waitress.task import ErrorTask, ThreadedTaskDispatcher, WSGITask
 from waitress.utilities import BadRequest, Error
 
-from es_plugin_bridge.bearer_token import scheme_folded
 from es_plugin_bridge.errors import UserError
+from es_plugin_bridge.serving.admission import RETRY_AFTER_S, Admission
+from es_plugin_bridge.serving.token_file import Tokens
 
 OPEN_PATHS = frozenset({"/healthz", "/readyz"})
 #: ``on_reject(status, reason, method, path, client, message)``: the signature of ``Metrics.reject``.
 OnReject = Callable[[int, str, str, str, str, str], None]
+#: ``on_drop(stage, method, path, client, message)``: the signature of ``Metrics.drop``.
+OnDrop = Callable[[str, str, str, str, str], None]
 #: The reason of each waitress error, as ``Metrics`` names the app's own.
-_REASONS = {400: "bad_request", 401: "unauthorized", 413: "body_too_large", 431: "headers_too_large"}
+_REASONS = {400: "bad_request", 401: "unauthorized", 413: "body_too_large", 431: "headers_too_large",
+            503: "queue_full"}
+#: The WSGI environ key holding ``time.monotonic()`` of a request's first byte.
+RECEIVED = "esrerank.received"
 
 
 @dataclass(frozen=True)
@@ -68,6 +80,7 @@ class Limits:
     request_timeout: float = 10.0  # from a request's first byte to its last
     idle_timeout: float = 60.0  # keep-alive connection with no request under way
     max_connections: int = 500
+    max_queue: int = 8  # scoring requests received, waiting or computing at once (serving.admission)
 
 
 class ServerSettings(Protocol):
@@ -82,12 +95,19 @@ class ServerSettings(Protocol):
     @property
     def token(self) -> str | None: ...
     @property
+    def token_file(self) -> Path | None: ...
+    @property
     def limits(self) -> Limits: ...
 
 
 class Unauthorized(Error):
     code = 401
     reason = "Unauthorized"
+
+
+class Busy(Error):
+    code = 503
+    reason = "Service Unavailable"
 
 
 class _JsonErrorTask(ErrorTask):
@@ -105,18 +125,24 @@ class _JsonErrorTask(ErrorTask):
         self.response_headers.append(("Content-Type", "application/json"))
         if isinstance(error, Unauthorized):
             self.response_headers.append(("WWW-Authenticate", "Bearer"))
+        if isinstance(error, Busy):
+            self.response_headers.append(("Retry-After", str(RETRY_AFTER_S)))
         self.set_close_on_finish()
         self.content_length = len(body)
         self.write(body)
 
 
 class _GuardedParser(HTTPRequestParser):
-    """A request parser that refuses an unauthenticated request once its headers are in."""
+    """A request parser that refuses an unauthenticated request once its headers are in, and a POST
+    beyond the queue once it is whole."""
 
-    expected: bytes | None = None  # b"Bearer <token>", set per server
+    tokens: Tokens | None = None  # set per server
+    admission: Admission | None = None  # set per server
     started: float
     checked = False
     got_bytes = False
+    queued = False  # the queue has seen this request
+    admitted = False
 
     def __init__(self, adj: Adjustments) -> None:
         super().__init__(adj)
@@ -135,12 +161,25 @@ class _GuardedParser(HTTPRequestParser):
         consumed = super().received(data)
         if self.headers_finished and not self.checked:
             self.checked = True
-            if self.error is None and self.expected is not None and self.path not in OPEN_PATHS:
-                given = scheme_folded(self.headers.get("AUTHORIZATION", "")).encode("latin-1", "replace")
-                if not hmac.compare_digest(given, self.expected):
-                    self.error = Unauthorized("missing or wrong bearer token")
-                    self.completed = True  # the body is never read: the connection closes after the 401
+            if (self.error is None and self.tokens and self.path not in OPEN_PATHS
+                    and not self.tokens.accepts(self.headers.get("AUTHORIZATION", ""))):
+                self.error = Unauthorized("missing or wrong bearer token")
+                self.completed = True  # the body is never read: the connection closes after the 401
+        if self.completed and self.error is None and self.admission is not None and not self.queued:
+            # Admitted once whole: a client trickling its body holds a connection, never a place.
+            self.queued = True
+            if self.command == "POST":
+                self.admitted = self.admission.enter()
+                if not self.admitted:
+                    self.error = Busy(self.admission.busy_message())  # answered at once; connection closed
         return consumed
+
+    def close(self) -> None:
+        """Free the request's place in the queue (its answer is written, or its connection closed)."""
+        if self.admitted and self.admission is not None:
+            self.admitted = False
+            self.admission.leave()
+        super().close()
 
 
 def _is_tls_hello(data: bytes) -> bool:
@@ -157,13 +196,56 @@ def _client(channel: HTTPChannel) -> str:
     return str(addr[0]) if isinstance(addr, tuple) and addr else "-"
 
 
+class _Task(WSGITask):
+    """waitress's WSGI task, with the time of the request's first byte in the environ."""
+
+    def get_environment(self) -> dict[str, Any]:
+        environ: dict[str, Any] = super().get_environment()
+        environ[RECEIVED] = getattr(self.request, "started", time.monotonic())
+        return environ
+
+
 class _Channel(HTTPChannel):
     error_task_class = _JsonErrorTask
+    task_class = _Task
+    receiving = False  # inside received(): a refusal found now is answered on the event loop
+    answer_now = False
+
+    def received(self, data: bytes) -> bool:
+        """waitress's, but a request refused while parsing (401, 503 queue full, 413, ...) is answered
+        here on the event loop, not queued for a request thread behind the work it refuses to add to."""
+        self.receiving = True
+        try:
+            result = bool(super().received(data))
+        finally:
+            self.receiving = False
+        if self.answer_now:
+            self.answer_now = False
+            self.service()  # an error task: a JSON line written to the buffer, the connection closing
+        return result
+
+    def service(self) -> None:
+        """waitress's; it skips a request whose client hung up while it waited: counted as dropped."""
+        request = self.requests[0] if self.requests else None
+        on_drop: OnDrop | None = getattr(self.server, "on_drop", None)
+        if request is not None and not request.error and not self.connected and on_drop is not None:
+            on_drop("client_gone_before_start", *_line(request), _client(self),
+                    "the client closed its connection while its request waited: not computed")
+        super().service()
 
 
 class _Server(TcpWSGIServer):
     request_timeout = 10.0
     on_reject: OnReject | None = None
+    on_drop: OnDrop | None = None
+
+    def add_task(self, task: Any) -> None:
+        """Queue a channel's request for a thread, unless it is a refusal found while parsing: that one
+        the channel answers itself at once (``_Channel.received``)."""
+        if isinstance(task, _Channel) and task.receiving and task.requests and task.requests[0].error:
+            task.answer_now = True
+            return
+        super().add_task(task)
 
     def bind_server_socket(self) -> None:
         """Bind; on IPv6's unspecified address, as a dual-stack socket that takes IPv4 too."""
@@ -216,22 +298,27 @@ class Server:
     """One listening sidecar; :meth:`run` serves until :meth:`close` (or Ctrl-C)."""
 
     def __init__(self, app: Callable[..., Any], *, host: str = "127.0.0.1", port: int = 8080,
-                 threads: int = 4, token: str | None = None, limits: Limits | None = None,
+                 threads: int = 4, token: str | Tokens | None = None, limits: Limits | None = None,
                  on_reject: OnReject | None = None) -> None:
         """Bind (UserError in one line if the address is invalid or in use) but serve nothing yet.
 
-        ``on_reject`` hears of every request refused before the app (default: the app's own
-        ``Metrics.reject`` when ``app`` is the sidecar's Flask app).
+        ``token``: one token, or the :class:`Tokens` the app checks too. ``on_reject`` hears of every
+        request refused before the app (default: the app's own ``Metrics.reject`` when ``app`` is the
+        sidecar's Flask app).
         """
         limits = limits or Limits()
+        tokens = token if isinstance(token, Tokens) else Tokens(token)
+        self.admission = Admission(limits.max_queue)
         parser = type("Parser", (_GuardedParser,),
-                      {"expected": f"Bearer {token}".encode("latin-1") if token else None})
+                      {"tokens": tokens if tokens else None, "admission": self.admission})
         channel = type("Channel", (_Channel,), {"parser_class": parser})
-        if on_reject is None and getattr(app, "extensions", {}).get("esrerank_metrics") is not None:
-            on_reject = app.extensions["esrerank_metrics"].reject  # type: ignore[attr-defined]
+        metrics = getattr(app, "extensions", {}).get("esrerank_metrics")
+        if on_reject is None and metrics is not None:
+            on_reject = metrics.reject
         server_class = type("Server", (_Server,), {"channel_class": channel,
                                                     "request_timeout": limits.request_timeout,
-                                                    "on_reject": on_reject and staticmethod(on_reject)})
+                                                    "on_reject": on_reject and staticmethod(on_reject),
+                                                    "on_drop": metrics and staticmethod(metrics.drop)})
         try:
             adj = Adjustments(
                 host=host, port=port, threads=threads, ident="esrerank",
@@ -241,6 +328,8 @@ class Server:
                 channel_timeout=max(1, math.ceil(limits.idle_timeout)),
                 cleanup_interval=max(0.25, limits.request_timeout / 4),
                 connection_limit=limits.max_connections, asyncore_use_poll=True,
+                # A channel stays readable while its request runs, so a client that hangs up is seen.
+                channel_request_lookahead=1,
             )
         except (OSError, ValueError) as exc:  # getaddrinfo: an address that does not resolve
             raise UserError(f"cannot listen on {host}:{port}: {exc}") from None
@@ -262,11 +351,12 @@ class Server:
     @classmethod
     def for_app(cls, app: Any) -> Server:
         """The server for a sidecar app from ``create_app``, bound by the settings the app was built from
-        (``app.extensions["esrerank_settings"]``): the token and body cap it checks before the app are
-        the app's own."""
+        (``app.extensions["esrerank_settings"]``): the tokens and body cap it checks before the app are
+        the app's own (one :class:`Tokens`, so a rotated token file is re-read once for both)."""
         settings = cast(ServerSettings, app.extensions["esrerank_settings"])
+        tokens = app.extensions.get("esrerank_tokens") or Tokens(settings.token, settings.token_file)
         return cls(app, host=settings.host, port=settings.port, threads=settings.threads,
-                   token=settings.token, limits=settings.limits)
+                   token=tokens, limits=settings.limits)
 
     @property
     def url(self) -> str:

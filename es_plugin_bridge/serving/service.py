@@ -20,6 +20,7 @@ from es_plugin_bridge.core.manifest import manifest_digest
 from es_plugin_bridge.data.questions import split_title_body
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.errors import UserError
+from es_plugin_bridge.serving import deadline
 from es_plugin_bridge.serving.batching import EncoderPool
 from es_plugin_bridge.serving.cache import Encoding, EncodingCache, encoding_key, raw_key
 from es_plugin_bridge.serving.jsonbody import connector_float
@@ -42,6 +43,7 @@ from es_plugin_bridge.serving.schemas import (
     to_question,
     unscored_reason,
 )
+from es_plugin_bridge.serving.text_cut import read_question
 from es_plugin_bridge.serving.truncation import cut_reason, keep_end, tokens_read
 
 #: Candidate encodings kept (a vector and a bag of words each: about 2 KB for the demo model).
@@ -96,6 +98,11 @@ class Service:
         # Range of each score the sidecar can answer with ("model", or a first stage's fusion).
         self.bounds = {"model": combination_range(own, ranges)}
         self.bounds.update({stage: combination_range(w, ranges) for stage, w in model.fusion.items()})
+
+    def _read(self, item: str | DocumentIn) -> Question:
+        """A request's text as a Question cut to what the model reads, before it is preprocessed
+        (``serving.text_cut``: the same tokens read, whatever the text's length)."""
+        return read_question(self.model.inputs, _question(item))
 
     def relevance(self, key: str, raw: np.ndarray) -> np.ndarray:
         """P(relevant) by the score's Platt curve, else the score mapped onto [0, 1] by its bounds."""
@@ -194,6 +201,8 @@ class Service:
             if hit is not None:
                 found[i] = hit[1]
         rest = [i for i, entry in enumerate(found) if entry is None]
+        if rest:
+            deadline.check("before_preprocessing")  # the request's deadline, if served over HTTP
         ids = {i: self.model.token_ids(questions[i]) for i in rest}
         keys = {i: encoding_key(self._model_key, ids[i]) for i in rest}
         for i, entry in zip(rest, self.cache.get_many([keys[i] for i in rest]), strict=True):
@@ -203,8 +212,9 @@ class Service:
         fresh: dict[bytes, Encoding] = {}
         if todo:
             misses = [ids[i] for i in todo]
-            if self.encoder is not None:  # the shared encoder workers
-                states = list(self.encoder.vectors(misses))
+            deadline.check("before_batch")
+            if self.encoder is not None:  # the shared encoder workers, checking it before each batch
+                states = list(self.encoder.vectors(misses, deadline.checker("before_batch")))
             else:
                 states = self.model.states_from_ids(misses)
             bags = self.model.bags_from_ids(misses)
@@ -271,8 +281,8 @@ class Service:
         cached: list[bool] = []
         fs_scored = [scores_in[i] for i in scored] if scores_in is not None else None
         if scored:
-            docs = [_question(req.documents[i]) for i in scored]  # type: ignore[arg-type]  # not null
-            parts, cached = self._parts(_question(req.query), docs, fs_scored, stage)
+            docs = [self._read(req.documents[i]) for i in scored]  # type: ignore[arg-type]  # not null
+            parts, cached = self._parts(self._read(req.query), docs, fs_scored, stage)
             if linear:
                 assert stage is not None
                 raw[scored] = relevance[scored] = self._linear(parts, stage)
@@ -307,7 +317,7 @@ class Service:
         RequestError for a pairwise model (:meth:`encode`)."""
         self._check_vectors()
         self._check_size("texts", len(req.texts))
-        vectors, bags, _ = self.encode([_question(t) for t in req.texts])
+        vectors, bags, _ = self.encode([self._read(t) for t in req.texts])
         embeddings = []
         for vec, (ids, weights) in zip(vectors, bags, strict=True):
             terms = dict(zip(self.model.terms(ids), map(float, weights), strict=True))
@@ -337,6 +347,7 @@ class Service:
         elif truncate == "START":
             questions = [_question(keep_end(t, lambda rest: cut_reason(inputs, _question(rest)) is None))
                          for t in texts]
+        questions = [read_question(inputs, q) for q in questions]  # NONE and START read the whole text
         vectors, _, _ = self.encode(questions)
         read = sum(tokens_read(self.model.token_ids(q)) for q in questions)
         return vectors.astype(float).tolist(), read

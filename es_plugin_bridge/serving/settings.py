@@ -18,13 +18,21 @@ from pathlib import Path
 
 from es_plugin_bridge.bearer_token import check_token
 from es_plugin_bridge.errors import UserError
+from es_plugin_bridge.request_deadline import MAX_DEADLINE_MS
+from es_plugin_bridge.serving.deadline import DEFAULT_DEADLINE_MS
 from es_plugin_bridge.serving.device import DEVICES, Device
 from es_plugin_bridge.serving.server import Limits
 from es_plugin_bridge.serving.service import DEFAULT_CACHE_SIZE
+from es_plugin_bridge.serving.token_file import read_tokens
 
 _LIMITS = Limits()
+#: Requests in the queue per request thread by default: one computing and three waiting each. With the
+#: 2 default threads that is 8: eight concurrent searches (es search --threads 8) are all taken, while a
+#: ninth is told at once to retry rather than wait behind eight windows past its connector's timeout.
+QUEUE_PER_THREAD = 4
 #: The ``esrerank serve`` option that sets each field (``max_body_bytes`` is given in MB there).
 OPTIONS = {"model_dir": "MODEL_DIR", "host": "--host", "port": "--port", "token": "--token",
+           "token_file": "--token-file", "max_queue": "--max-queue", "deadline_ms": "--deadline-ms",
            "expect_sha256": "--expect-sha256", "name": "--name", "max_documents": "--max-documents",
            "max_body_bytes": "--max-body-mb", "request_timeout": "--request-timeout",
            "max_connections": "--max-connections", "threads": "--threads", "onnx_threads": "--onnx-threads",
@@ -40,6 +48,7 @@ class Settings:
     host: str = "127.0.0.1"
     port: int = 8080
     token: str | None = None  # None: no authentication; else required on all but OPEN_PATHS
+    token_file: Path | None = None  # one token a line, re-read when it changes (serving.token_file)
     expect_sha256: str | None = None  # pins manifest.json itself (core.manifest)
     name: str | None = None  # the model name answers report (default TYPE:DIR)
     max_documents: int = 1000
@@ -54,10 +63,19 @@ class Settings:
     batch_size: int = 64
     device: Device = "cpu"
     encoder_workers: int | None = None  # None: each request thread runs its own encoder calls
+    max_queue: int | None = None  # None: QUEUE_PER_THREAD × threads (serving.admission)
+    deadline_ms: int = DEFAULT_DEADLINE_MS  # a request without X-Request-Timeout-Ms (serving.deadline)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "model_dir", Path(self.model_dir))
         check_token(self.token)
+        if self.token_file is not None:
+            object.__setattr__(self, "token_file", Path(self.token_file))
+            read_tokens(self.token_file)  # a UserError naming the file or its bad line, before loading
+        if self.max_queue is not None and self.max_queue < 1:
+            self._refuse("max_queue", "must be at least 1 (or None: 4 × threads)")
+        if not 1 <= self.deadline_ms <= MAX_DEADLINE_MS:
+            self._refuse("deadline_ms", f"must be in 1..{MAX_DEADLINE_MS} milliseconds")
         if not 0 <= self.port <= 65535:
             self._refuse("port", "must be in 0..65535")
         for field in ("max_documents", "max_body_bytes", "max_header_bytes", "max_connections", "threads",
@@ -81,11 +99,21 @@ class Settings:
         raise UserError(f"setting {field}{option} {rule}, not {getattr(self, field)!r}")
 
     @property
+    def guarded(self) -> bool:
+        """Whether requests need a bearer token (``--token`` or ``--token-file``)."""
+        return bool(self.token) or self.token_file is not None
+
+    @property
+    def queue_limit(self) -> int:
+        """Scoring requests in at once at most: ``max_queue``, else ``QUEUE_PER_THREAD`` × threads."""
+        return self.max_queue if self.max_queue is not None else QUEUE_PER_THREAD * self.threads
+
+    @property
     def limits(self) -> Limits:
-        """What one client may cost the server (waitress's caps and timeouts)."""
+        """What one client may cost the server (waitress's caps and timeouts, the queue's bound)."""
         return Limits(max_body_bytes=self.max_body_bytes, max_header_bytes=self.max_header_bytes,
                       request_timeout=self.request_timeout, idle_timeout=self.idle_timeout,
-                      max_connections=self.max_connections)
+                      max_connections=self.max_connections, max_queue=self.queue_limit)
 
 
 #: The fields that only matter while loading a model directory (meaningless for a loaded one).

@@ -15,10 +15,13 @@ from flask import Response, current_app, g, jsonify
 from es_plugin_bridge.serving.metrics import Metrics
 from es_plugin_bridge.serving.service import Service
 from es_plugin_bridge.serving.settings import Settings
+from es_plugin_bridge.serving.token_file import Tokens
 
 #: ``app.extensions`` keys. The Service keeps the short key that tests and the bridge read;
 #: ``Server`` reads the other two (its refusals are counted in the app's metrics; it serves by its settings).
 SERVICE, METRICS, SETTINGS = "esrerank", "esrerank_metrics", "esrerank_settings"
+#: The bearer tokens the app and its server check (one ``Tokens``: a rotated file re-read once for both).
+TOKENS = "esrerank_tokens"
 
 
 def service() -> Service:
@@ -34,6 +37,11 @@ def metrics() -> Metrics:
 def settings() -> Settings:
     """The settings the current app was built from."""
     return cast(Settings, current_app.extensions[SETTINGS])
+
+
+def tokens() -> Tokens:
+    """The bearer tokens the current app accepts."""
+    return cast(Tokens, current_app.extensions[TOKENS])
 
 
 def error(status: int, message: str, field: str | None = None,

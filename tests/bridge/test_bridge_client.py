@@ -224,8 +224,13 @@ class ResettingSidecar:
 def test_a_connection_reset_without_an_answer_is_an_outage(questions):
     server = ResettingSidecar()
     try:
-        with pytest.raises(SidecarUnavailable, match="closed the connection without an HTTP answer"):
+        with pytest.raises(SidecarUnavailable, match="closed the connection without an HTTP answer") as caught:  # noqa: E501
             SidecarClient(server.url, timeout=5).rerank(questions[0], questions[1:3])
+        # A plain-HTTP server that hangs up (as one at its connection limit does) is not a TLS problem
+        # (issue 48, item 10): no TLS handshake succeeds there, so no https:// advice.
+        assert str(caught.value).endswith("likely at its connection limit (esrerank serve --max-connections) "
+                                          "or restarting")
+        assert "TLS" not in str(caught.value)
     finally:
         server.close()
 

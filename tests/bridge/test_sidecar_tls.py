@@ -145,4 +145,4 @@ def test_http_to_a_tls_sidecar_names_https(https_sidecar, questions):
     assert not result.reranked and time.perf_counter() - t0 < 2.0
     assert result.fallback_reason.startswith(f"the sidecar at {plain} closed the connection without an HTTP "
                                              "answer")
-    assert result.fallback_reason.endswith(f"does it speak TLS? use {url}")
+    assert result.fallback_reason.endswith(f"answers a TLS handshake: it speaks TLS; use {url}")

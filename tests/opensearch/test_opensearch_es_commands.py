@@ -44,6 +44,10 @@ def test_setup_says_what_runs_on_opensearch(opensearch, sidecar, cli):
     assert code == 0, err
     assert "on OpenSearch 2.19.1" in out and "mode rerank:  ready (search pipeline setup-lines-rerank)" in out
     assert "next: esrerank es index SPEC --index setup-lines" in out
+    # The node has no security plugin: the token just stored in its connector is readable (issue 48, 1).
+    assert ("warning: OpenSearch 2.19.1 has no security plugin: the sidecar token stored in its ml-commons "
+            "connectors is readable by anyone who can reach the node; give this cluster its own token (one "
+            "line of the sidecar's --token-file)\n") in out
     meta = opensearch.ok("GET", "/setup-lines/_mapping")["setup-lines"]["mappings"]["_meta"]["esrerank"]
     assert meta["search_pipeline"] == "setup-lines-rerank" and meta["dimension"] == 24  # the tiny BOW-CNN's
     assert "mode native: Elasticsearch only" in out and "mode vectors: ready, two calls" in out

@@ -42,7 +42,8 @@ def server(exported):
     port = free_port()
     exe = Path(sys.executable).with_name("esrerank")
     proc = subprocess.Popen([str(exe), "serve", str(exported["bow-cnn"]), "--port", str(port),
-                             "--onnx-threads", "1", "--request-timeout", str(REQUEST_TIMEOUT)],
+                             "--onnx-threads", "1", "--request-timeout", str(REQUEST_TIMEOUT),
+                             "--max-queue", str(2 * CONCURRENCY)],
                             stderr=subprocess.PIPE, text=True, env={k: v for k, v in os.environ.items()
                                                                     if k != "ESRERANK_TOKEN"})
     try:

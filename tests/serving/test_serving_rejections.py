@@ -2,7 +2,7 @@
 is needed, every refusal — the server's own before the app (401, 413 by Content-Length, 431, a late
 request) and the app's (400, 413, 415) — is counted in ``/metrics`` by reason and logged in one line
 without the token, a compressed body is a 415 naming its encoding, ``--host ::`` takes IPv4 too, and
-``--token-file`` reads the first line as its help says."""
+``--token-file`` reads one token a line as its help says."""
 
 from __future__ import annotations
 
@@ -170,17 +170,20 @@ def test_host_ipv6_any_serves_ipv4_too(model):
 
 
 # -- --token-file ------------------------------------------------------------------------------------
-def test_token_file_help_and_behaviour_agree_the_token_is_the_first_line(exported, cli, tmp_path):
+def test_token_file_help_and_behaviour_agree_one_token_a_line(exported, cli, tmp_path):
     help_text = next(p.help for p in serve_command.params if p.name == "token_file")
-    assert "first line" in help_text and "ignored" in help_text
+    assert "one a line" in help_text and "# are ignored" in help_text
     path = tmp_path / "token"
-    path.write_text("\n\nsecret\n")
+    path.write_text("\n\n# only a comment\n")
     path.chmod(0o600)
     code, _, err = cli(["serve", str(exported["bow-cnn"]), "--token-file", str(path)])
-    assert code == 2 and "first line" in err and len(err.strip().splitlines()) == 1
-    # A two-line file is taken (its first line), as tests/serving/test_serving_cohere.py's live sidecar shows;
-    # here the token read is checked without serving.
-    from es_plugin_bridge.cli.serve import _read_token_file
+    assert code == 2 and "holds no token" in err and len(err.strip().splitlines()) == 1
+    path.write_text("s3cret\ntwo words\n")
+    code, _, err = cli(["serve", str(exported["bow-cnn"]), "--token-file", str(path)])
+    assert code == 2 and f"line 2 of the token file {path}" in err and len(err.strip().splitlines()) == 1
+    # Blank and comment lines are skipped, each token stripped (the live sidecars of
+    # tests/serving/test_serving_cohere.py serve from such a file); here the tokens read are checked.
+    from es_plugin_bridge.serving.token_file import read_tokens
 
-    path.write_text("  s3cret \n# rotated monthly\n")
-    assert _read_token_file(path) == "s3cret"
+    path.write_text("  s3cret \n# rotated monthly\n\nother-cluster\n")
+    assert read_tokens(path) == ("s3cret", "other-cluster")

@@ -48,18 +48,21 @@ def test_every_serve_option_sets_its_settings_field(exported, cli, captured, tmp
     code, _, err = cli(["serve", str(model_dir), "--host", "0.0.0.0", "--port", "9191",
                         "--token-file", str(token_file), "--expect-sha256", "ab" * 32,
                         "--max-documents", "7", "--max-body-mb", "3", "--request-timeout", "2.5",
-                        "--max-connections", "9", "--threads", "3", "--onnx-threads", "2",
+                        "--max-connections", "9", "--max-queue", "5", "--deadline-ms", "1234",
+                        "--threads", "3", "--onnx-threads", "2",
                         "--cache-size", "11", "--batch-size", "5", "--encoder-workers", "4",
                         "--device", "cpu", "--name", "mine"])
     assert code == 0, err
     [settings] = captured
-    expected = {"model_dir": model_dir, "host": "0.0.0.0", "port": 9191, "token": TOKEN,
-                "expect_sha256": "ab" * 32, "max_documents": 7, "max_body_bytes": 3 * 1024 * 1024,
+    expected = {"model_dir": model_dir, "host": "0.0.0.0", "port": 9191, "token": None,
+                "token_file": token_file, "max_queue": 5, "deadline_ms": 1234, "expect_sha256": "ab" * 32,
+                "max_documents": 7, "max_body_bytes": 3 * 1024 * 1024,
                 "request_timeout": 2.5, "max_connections": 9, "threads": 3, "onnx_threads": 2,
                 "cache_size": 11, "batch_size": 5, "encoder_workers": 4, "device": "cpu", "name": "mine"}
     assert set(expected) == set(OPTIONS)  # every field an option sets is checked here
     assert {field: getattr(settings, field) for field in expected} == expected
-    assert settings.limits == Limits(max_body_bytes=3 * 1024 * 1024, request_timeout=2.5, max_connections=9)
+    assert settings.limits == Limits(max_body_bytes=3 * 1024 * 1024, request_timeout=2.5, max_connections=9,
+                                     max_queue=5)
     # OPTIONS names real options of the command (an error message cites them)
     opts = {opt for param in serve_command.params for opt in param.opts} | {"MODEL_DIR"}
     assert set(OPTIONS.values()) <= opts

@@ -35,6 +35,7 @@ from es_plugin_bridge.elastic.opensearch_ml import (
     url_regex,
 )
 from es_plugin_bridge.errors import UserError
+from es_plugin_bridge.request_deadline import HEADER, header_value
 
 if TYPE_CHECKING:
     from es_plugin_bridge.elastic.engine import ElasticsearchFirstStage
@@ -64,7 +65,9 @@ def connector_body(sidecar_url: str, token: str) -> dict[str, Any]:
             "action_type": "predict",
             "method": "POST",
             "url": f"{sidecar_url.rstrip('/')}{RERANK_PATH}",
-            "headers": {"Authorization": "Bearer ${credential.api_key}", "Content-Type": "application/json"},
+            # The sidecar drops the work of a call ml-commons has stopped waiting for (serving.deadline).
+            "headers": {"Authorization": "Bearer ${credential.api_key}", "Content-Type": "application/json",
+                        HEADER: header_value(CLIENT_CONFIG["read_timeout"])},
             "request_body": '{ "documents": ${parameters.documents}, "query": "${parameters.query}", '
                             '"top_n": ${parameters.top_n} }',
             "pre_process_function": "connector.pre_process.cohere.rerank",
