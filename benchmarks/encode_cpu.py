@@ -87,14 +87,18 @@ def bare(model_dir: Path, texts: list[list[dict[str, str]]], rounds: int) -> dic
             for e in encoded:
                 fn(e)
             per_round.append(1000 * (time.process_time() - start) / len(encoded))
-        out[f"{name}_cpu_ms"] = {"min": round(min(per_round), 2), "median": round(float(np.median(per_round)), 2)}
+        out[f"{name}_cpu_ms"] = {"min": round(min(per_round), 2),
+                                 "median": round(float(np.median(per_round)), 2)}
     return out
 
 
 def served(model_dir: Path, texts: list[list[dict[str, str]]], rounds: int) -> dict[str, Any]:
     """The sidecar's CPU per ``/v1/rerank`` of each window, and its wall latency, at concurrency 1 and 16."""
     payloads = [_request(json.dumps({"query": w[0], "documents": w[1:]}).encode()) for w in texts]
-    sidecar = Sidecar(model_dir, "--cache-size", "0", "--onnx-threads", "1")
+    # 16 clients of title + body windows wait longer than the default deadline and queue: both widened,
+    # so every request is computed and counted (the bounds are measured by benchmarks/sidecar_load.py).
+    sidecar = Sidecar(model_dir, "--cache-size", "0", "--onnx-threads", "1", "--max-queue", "64",
+                      "--deadline-ms", "600000")
     out: dict[str, Any] = {}
     try:
         load(sidecar.port, payloads[:2], 1, 2, "warm-up")
@@ -136,13 +140,15 @@ def main() -> None:
             row["ratio_per_text_to_sorted_32"] = round(row["bare"]["per_text_cpu_ms"]["min"] / reference, 2)
             results[f"{kind}/{name}"] = row
             loads.append(load_average())
-            print(f"{kind:10s} {name}: bare per-text {row['bare']['per_text_cpu_ms']['min']:7.1f} ms, "
-                  f"sorted-32 {reference:7.1f} ms, sidecar schedule {row['bare']['sidecar_schedule_cpu_ms']['min']:7.1f}"
-                  f" ms | sidecar CPU/request c=1 {row['sidecar']['concurrency_1']['cpu_ms_per_request']['min']:7.1f}"
-                  f" ms ({row['ratio_sidecar_c1_to_sorted_32']}x), c=16 "
-                  f"{row['sidecar']['concurrency_16']['cpu_ms_per_request']['min']:7.1f} ms "
-                  f"({row['ratio_sidecar_c16_to_sorted_32']}x), p50 c=1 "
-                  f"{row['sidecar']['concurrency_1']['p50_ms']} ms", flush=True)
+            bare_ms, side = row["bare"], row["sidecar"]
+            print(f"{kind:10s} {name}: bare per-text {bare_ms['per_text_cpu_ms']['min']:7.1f} ms, sorted-32 "
+                  f"{reference:7.1f} ms, sidecar schedule "
+                  f"{bare_ms['sidecar_schedule_cpu_ms']['min']:7.1f} ms | "
+                  f"sidecar CPU/request c=1 {side['concurrency_1']['cpu_ms_per_request']['min']:7.1f} ms "
+                  f"({row['ratio_sidecar_c1_to_sorted_32']}x), c=16 "
+                  f"{side['concurrency_16']['cpu_ms_per_request']['min']:7.1f} ms "
+                  f"({row['ratio_sidecar_c16_to_sorted_32']}x), p50 c=1 {side['concurrency_1']['p50_ms']} ms",
+                  flush=True)
     report = {"machine": machine(), "load_average": loads, "windows": n, "rounds": rounds,
               "command": "python benchmarks/encode_cpu.py" + (" --quick" if args.quick else ""),
               "target": "sidecar CPU per rerank of 101 titles <= 1.1x bare onnxruntime sorted batches of 32",
