@@ -216,7 +216,7 @@ def test_the_encoder_workers_skip_the_batches_of_a_request_past_its_check(export
     model = ModelDirectory.load(exported["bow-cnn"], threads=1, batch_size=8)
     questions = [Question("", *split_title_body(text)) for text in QUESTIONS[:64]]
     encoded = [model.token_ids(q) for q in questions]
-    batches = len(model.chunks(encoded))
+    batches = len(model.runs(encoded))
     assert batches >= 4
     pool = EncoderPool(model, 1)
     checks = 0
