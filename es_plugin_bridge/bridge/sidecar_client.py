@@ -36,6 +36,7 @@ from es_plugin_bridge.bridge.connection_pool import ConnectionPool, SidecarConne
 from es_plugin_bridge.bridge.sidecar_target import DEFAULT_TIMEOUT, SidecarTarget, untrusted_certificate
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.errors import UserError
+from es_plugin_bridge.text.sidecar_text import sidecar_refusal
 
 log = logging.getLogger(__name__)
 
@@ -218,6 +219,9 @@ class SidecarClient:
         """
         if not query.title.strip():
             raise SidecarUnavailable("the query has no title; the sidecar cannot score it")
+        refusal = sidecar_refusal(query)  # what the sidecar would refuse is not sent (text.sidecar_text)
+        if refusal is not None:
+            raise SidecarUnavailable(f"the sidecar cannot score the query: {refusal}")
         sent = [i for i, d in enumerate(documents) if d.title.strip()]
         left_out = sorted(set(range(len(documents))) - set(sent))
         if left_out:
