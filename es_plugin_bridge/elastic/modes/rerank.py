@@ -35,6 +35,7 @@ from es_plugin_bridge.elastic.opensearch_ml import (
     url_regex,
 )
 from es_plugin_bridge.errors import UserError
+from es_plugin_bridge.text.sidecar_text import model_part
 
 if TYPE_CHECKING:
     from es_plugin_bridge.elastic.engine import ElasticsearchFirstStage
@@ -128,7 +129,7 @@ class RerankMode(Mode):
         tokens = self.stage.tokens(query)
         first = queries.first_stage_query(self.stage.similarity, tokens, only=only, exclude=ask.exclude)
         size = max(k, min(self.window, len(only))) if only is not None else ask.window
-        ext = {"rerank": {"query_context": {"query_text": rerank_text(query)}}}
+        ext = {"rerank": {"query_context": {"query_text": rerank_text(model_part(query))}}}
         body = {"query": first, "ext": ext}
         # Two rules of neural-search 2.19.1's RerankProcessor, found on a real node: it reads the
         # document fields from each hit's _source in the answer (so rerank_text must be in it), and it
