@@ -18,6 +18,7 @@ from es_plugin_bridge.serving.cohere_embed import CohereEmbedV1Request, CohereEm
 from es_plugin_bridge.serving.jsonbody import BodyError, parse_body
 from es_plugin_bridge.serving.metrics import printable
 from es_plugin_bridge.serving.schemas import (
+    ALL_UNSCORED,
     PREPROCESSOR,
     EncodeRequest,
     RerankParams,
@@ -93,6 +94,10 @@ def _count_documents(route: str, documents: Sequence[Any]) -> None:
 def rerank() -> Response:
     params = _query_params(RerankParams)
     req = _parse(RerankRequest)
+    if params.all_unscored == "refuse":
+        preprocessor = web.service().model.preprocessor
+        if all(unscored_reason(d, preprocessor) is not None for d in req.documents):
+            raise Reject(400, f"documents: {ALL_UNSCORED}", "documents", reason="all_unscored")
     out = web.service().rerank_json(req, params)
     _count_documents("/v1/rerank", req.documents)
     return jsonify(out)

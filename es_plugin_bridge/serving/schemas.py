@@ -217,6 +217,22 @@ class RerankParams(BaseModel):
         default=None, min_length=1,
         description="whose β to use (bm25, lmdirichlet, given); default: the model's"
     )
+    all_unscored: Literal["score", "refuse"] = Field(
+        default="score",
+        description="score (the default): a window whose every document is unscored (null, blank, too "
+                    "long) is answered, 0.0 each. refuse: such a window is a 400 naming `documents`; the "
+                    "product's OpenSearch connector sends it, because neural-search's rerank processor "
+                    "sends \"\" for every hit whose _source lacks rerank_text, and 0.0 for every hit would "
+                    "pass for a ranking (with the pipeline's ignore_failure the hits keep the first stage's "
+                    "order and scores, and verbose_pipeline says why).",
+    )
+
+
+#: The 400 of ``all_unscored=refuse``: what a whole window of blank documents means behind OpenSearch.
+ALL_UNSCORED = ("no document has text to score (each is null, blank or over 100,000 characters); behind "
+                "OpenSearch's rerank processor this is a search whose _source leaves out the "
+                "document_fields (rerank_text): keep rerank_text in _source, or ask for "
+                "\"fields\": [\"rerank_text\"]")
 
 
 class EncodeRequest(BaseModel):
@@ -297,6 +313,7 @@ def first_error(exc: ValidationError) -> tuple[str, str]:
     errors = exc.errors()
     mismatch = {"string_type", "model_type", "model_attributes_type", "dict_type", "none_required"}
     err = next((e for e in errors if e["type"] not in mismatch), errors[0])
-    parts = [str(p) for p in err["loc"] if p not in ("str", "DocumentIn", "RerankDocumentIn", "none")]
+    members = ("str", "DocumentIn", "RerankDocumentIn", "none", "TextPair", "list[TextPair]")
+    parts = [str(p) for p in err["loc"] if p not in members]
     message = err["msg"].removeprefix("Value error, ")
     return ".".join(parts) or "(body)", message

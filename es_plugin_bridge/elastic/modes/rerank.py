@@ -44,7 +44,10 @@ if TYPE_CHECKING:
 
 #: ml-commons' connector client timeouts, in seconds (``HttpJsonConnectorExecutor``: Duration.ofSeconds).
 CLIENT_CONFIG = {"connection_timeout": 2, "read_timeout": 5, "max_connection": 30}
-RERANK_PATH = "/v1/rerank"
+#: ``all_unscored=refuse`` (``serving/schemas.py``): a window of only blank documents, which neural-search
+#: sends for hits whose ``_source`` leaves out ``rerank_text``, fails the processor (first-stage order and
+#: scores, the reason in ``verbose_pipeline``) instead of scoring every hit 0.0.
+RERANK_PATH = "/v1/rerank?all_unscored=refuse"
 
 
 def trusted_url_regex(sidecar_url: str) -> str:
