@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -163,3 +164,44 @@ def _trusted(opensearch) -> list[str]:
     trusted = next((settings[s][TRUSTED] for s in ("persistent", "transient", "defaults")
                     if TRUSTED in settings.get(s, {})), [])
     return [trusted] if isinstance(trusted, str) else list(trusted)
+
+
+def _embed_calls(url: str) -> float:
+    """How many ``/v1/embed`` requests the sidecar answered 200 (its /metrics)."""
+    request = urllib.request.Request(f"{url}/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
+    with urllib.request.urlopen(request, timeout=30) as resp:
+        text = resp.read().decode()
+    line = next((x for x in text.splitlines()
+                 if x.startswith('esrerank_requests_total{endpoint="/v1/embed",status="200"}')), None)
+    return float(line.split()[-1]) if line else 0.0
+
+
+@pytest.mark.parametrize(("batch_size", "calls"), [(None, 200), (96, 3)])
+def test_text_embedding_batch_size_sets_the_calls_per_bulk(opensearch, sidecar, blueprint_model, batch_size,
+                                                           calls):
+    """docs/opensearch.md's advice: as the blueprint writes it, the ``text_embedding`` processor calls
+    the sidecar once per document of a ``_bulk``; with ``"batch_size": 96`` (2.16+) 200 real titles are
+    3 calls, and every document still gets /v1/encode's vector."""
+    url, _ = sidecar
+    lines = TITLES.read_text(encoding="utf-8").splitlines()
+    found = list(dict.fromkeys(t.strip() for line in lines for t in line.split("\t")[1:] if t.strip()))[:200]
+    processor = {"model_id": blueprint_model, "field_map": {"passage_text": "passage_embedding"}}
+    if batch_size is not None:
+        processor["batch_size"] = batch_size
+    name = f"batch-{batch_size or 'none'}"
+    opensearch.ok("PUT", f"/_ingest/pipeline/{name}", {"processors": [{"text_embedding": processor}]})
+    dimension = len(_encode(url, found[:1])[0])
+    opensearch.ok("PUT", f"/{name}", {"settings": {"index.knn": True, "default_pipeline": name}, "mappings": {
+        "properties": {"passage_text": {"type": "text"}, "passage_embedding": {
+            "type": "knn_vector", "dimension": dimension,
+            "method": {"name": "hnsw", "engine": "lucene", "space_type": "l2"}}}}})
+    before = _embed_calls(url)
+    body = "".join(json.dumps({"index": {"_id": str(i)}}) + "\n" + json.dumps({"passage_text": t}) + "\n"
+                   for i, t in enumerate(found))
+    assert opensearch.ok("POST", f"/{name}/_bulk?refresh=true", body.encode())["errors"] is False
+    assert _embed_calls(url) - before == calls
+    everything = {"size": 200, "query": {"match_all": {}}}
+    stored = opensearch.ok("POST", f"/{name}/_search", everything)["hits"]["hits"]
+    vectors = {h["_source"]["passage_text"]: h["_source"]["passage_embedding"] for h in stored}
+    np.testing.assert_array_equal(np.asarray([vectors[t] for t in found[:20]], dtype=np.float32),
+                                  _encode(url, found[:20]))
