@@ -17,6 +17,7 @@ from es_plugin_bridge.engines.base import FirstStage
 from es_plugin_bridge.engines.registry import EngineContext, build_engine, default_engine
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.text import Preprocessor
+from es_plugin_bridge.text.sidecar_text import model_part, query_refusal
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,13 @@ class SearchResult:
     reranked: bool
     fallback_reason: str | None = None
     timings_ms: dict[str, float] = field(default_factory=dict)
+
+
+def _check(query: Question | str) -> None:
+    """A query that cannot be searched is the CLI's one-line UserError here too (a library caller's)."""
+    refusal = query_refusal(query)
+    if refusal is not None:
+        raise UserError(refusal)
 
 
 class BridgeSearch:
@@ -72,9 +80,8 @@ class BridgeSearch:
 
     def search(self, query: Question | str, k: int = 10, exclude: set[str] | None = None) -> SearchResult:
         """The ``k`` best questions for ``query``: the first stage's window, reranked when possible."""
+        _check(query)
         if isinstance(query, str):
-            if not query.strip():
-                raise UserError("the query is empty")
             query = question_from_text(query)
         t0 = time.perf_counter()
         found = self.first_stage.search(query, max(k, self.window), exclude)
@@ -84,6 +91,7 @@ class BridgeSearch:
                timings: dict[str, float] | None = None) -> SearchResult:
         """Send the first ``window`` of ``found`` (first-stage hits, best first) to the sidecar; the ``k``
         best, or the first-stage order with the reason when the sidecar is slow or down."""
+        _check(query)
         timings = dict(timings or {})
         first = [Hit(self.first_stage.question(i), s, s, rank) for rank, (i, s) in enumerate(found, start=1)]
         if self.sidecar is None or not first:
@@ -91,8 +99,8 @@ class BridgeSearch:
                                 timings_ms=timings)
         window = first[: self.window]
         t1 = time.perf_counter()
-        try:
-            order = self.sidecar.rerank(query, [h.question for h in window],
+        try:  # the model reads only the start of an over-long query (text.sidecar_text.model_part)
+            order = self.sidecar.rerank(model_part(query), [h.question for h in window],
                                         [h.first_stage_score for h in window], self.similarity)
         except SidecarUnavailable as exc:
             log.info("reranking skipped, first-stage order kept: %s", exc)  # the result says so too

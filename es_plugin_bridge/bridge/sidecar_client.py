@@ -42,6 +42,7 @@ from es_plugin_bridge.bridge.sidecar_target import DEFAULT_TIMEOUT, SidecarTarge
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.request_deadline import HEADER, header_value
+from es_plugin_bridge.text.sidecar_text import sidecar_refusal
 
 log = logging.getLogger(__name__)
 
@@ -258,6 +259,9 @@ class SidecarClient:
         """
         if not query.title.strip():
             raise SidecarUnavailable("the query has no title; the sidecar cannot score it")
+        refusal = sidecar_refusal(query)  # what the sidecar would refuse is not sent (text.sidecar_text)
+        if refusal is not None:
+            raise SidecarUnavailable(f"the sidecar cannot score the query: {refusal}")
         sent = [i for i, d in enumerate(documents) if d.title.strip()]
         left_out = sorted(set(range(len(documents))) - set(sent))
         if left_out:

@@ -20,10 +20,12 @@ _BODY_START = re.compile(r"<(?:p|pre|blockquote|ul|ol|dl|h[1-6]|hr|div|table)(?=
 def question_id(title: str, body: str = "") -> str:
     """A stable short id for a question known only by its text: equal (title, body) share an id.
 
-    Both parts are stripped first, so the same question reads the same from every format.
+    Both parts are stripped first, so the same question reads the same from every format. A lone
+    surrogate (not text) still hashes (``surrogatepass``: any other text's id is unchanged), so that the
+    search that receives such a question can refuse it in one line (``text.sidecar_text``).
     """
     text = f"{title.strip()}\n{body.strip()}"
-    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:16]
+    return hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def split_title_body(text: str) -> tuple[str, str]:

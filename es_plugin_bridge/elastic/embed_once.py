@@ -80,7 +80,7 @@ def _encode(service: Service, batch: Sequence[Question],
     for question in batch:
         text = rerank_text(question)
         try:
-            check_text(text)
+            check_text(text, service.model.preprocessor)  # as the sidecar serving this model would
         except ValueError as exc:
             report.refused.append((question.id, str(exc)))
             continue

@@ -25,7 +25,7 @@ from flask import Flask, Response, current_app, g, request
 from werkzeug.exceptions import HTTPException
 
 from es_plugin_bridge.errors import UserError
-from es_plugin_bridge.serving import deadline, routes_api, routes_ops, web
+from es_plugin_bridge.serving import deadline, routes_api, routes_ops, routes_pair, web
 from es_plugin_bridge.serving.metrics import Metrics
 from es_plugin_bridge.serving.model_dir import ModelDirectory
 from es_plugin_bridge.serving.server import OPEN_PATHS, RECEIVED
@@ -85,6 +85,7 @@ def create_app(source: Settings | ModelDirectory | str | Path, **overrides: Any)
     app.register_error_handler(Exception, _bug)
     app.register_blueprint(routes_api.bp)
     app.register_blueprint(routes_ops.bp)
+    app.register_blueprint(routes_pair.bp)
     return app
 
 

@@ -23,10 +23,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
 
-from es_plugin_bridge.serving.schemas import MAX_TEXT_CHARS, NOT_BLANK, check_text, json_int
+from es_plugin_bridge.serving.schemas import MAX_TEXT_CHARS, NOT_BLANK, checked_text, json_int
 
-#: The text the sidecar embeds: a non-blank string of at most 100,000 characters (as /v1/encode's).
-CohereText = Annotated[str, WithJsonSchema({"type": "string", **NOT_BLANK}), AfterValidator(check_text)]
+#: The text the sidecar embeds: a non-blank string of at most 100,000 characters that the model reads as
+#: some token (as /v1/encode's).
+CohereText = Annotated[str, WithJsonSchema({"type": "string", **NOT_BLANK}), AfterValidator(checked_text)]
 #: Text parts of one v2 ``inputs`` item: Cohere's own examples send one; a bound keeps validation cheap.
 MAX_CONTENT_PARTS = 100
 InputType = Literal["search_document", "search_query", "classification", "clustering"]

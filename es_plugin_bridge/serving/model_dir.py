@@ -235,6 +235,12 @@ class ModelDirectory:
         return self.config.dimension
 
     @property
+    def preprocessor(self) -> Preprocessor:
+        """How the model reads a text (``config.json``'s ``text``): the inputs' own, a pair's sides'."""
+        inputs = self.inputs
+        return inputs.sides.preprocessor if hasattr(inputs, "sides") else inputs.preprocessor
+
+    @property
     def pairwise(self) -> bool:
         """Whether the graph reads (query, document) pairs (a cross-encoder): no vector per question."""
         return self.inputs.pairwise

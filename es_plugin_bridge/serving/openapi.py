@@ -23,6 +23,7 @@ from es_plugin_bridge.serving.cohere_embed import (
     CohereEmbedV1Request,
     CohereEmbedV2Request,
 )
+from es_plugin_bridge.serving.routes_pair import MAX_PAIRS, PairScore, TextPairRequest
 from es_plugin_bridge.serving.schemas import (
     EncodeRequest,
     EncodeResponse,
@@ -59,6 +60,23 @@ COHERE_EMBED_DESCRIPTION = (
     "float only (the others are a 400). The vectors are /v1/encode's for the same texts."
 )
 
+TEXT_PAIR_DESCRIPTION = (
+    "Hugging Face's text-classification request for a sentence pair, as OpenSearch's ml_inference "
+    "connector of the tutorial \"Reranking by a field using an externally hosted cross-encoder model\" "
+    "sends it: inputs {text: the candidate, text_pair: the query} is answered {label: LABEL_0, score}, a "
+    f"list of 1 to {MAX_PAIRS} such pairs with a list. score is /v1/rerank's relevance_score of text for "
+    "the query text_pair (no first-stage score): P(relevant) in [0, 1]; a text that is null, blank, read "
+    "as no token or over 100,000 characters scores 0.0. parameters is accepted and unused."
+)
+
+
+#: What JSON Schema cannot say of a required text (a query, a text to embed): the served model must read
+#: some word of it (``text.sidecar_text.sidecar_refusal``).
+TEXT_RULE = ("A text the server requires (a query, a text to embed) must hold a word the served model "
+             "reads: one of only punctuation, markup or invisible characters (\"!!!\", \"<p></p>\", "
+             "U+200B) is refused 400 naming the field, as a blank one is; as a rerank document it is "
+             "unscored (blank).")
+
 
 #: The rules that tie /v1/rerank's fields together (the server answers 400 naming the field): stated in
 #: the operation's description, as JSON Schema cannot tie a body field to another's length or to the URL.
@@ -67,6 +85,8 @@ CROSS_FIELD_RULES = (
     "first_stage (in the body or the URL) needs first_stage_scores, except with score=linear.",
     "score=linear takes no first_stage_scores.",
     "first_stage in the body and in the URL, when both are sent, are the same.",
+    "all_unscored=refuse needs one document that is scored (not null, blank, read as no token or over "
+    "100,000 characters).",
 )
 
 
@@ -116,6 +136,8 @@ def _served(schemas: dict[str, Any], first_stages: Sequence[str] | None, max_doc
                              ("EncodeRequest", "texts"), ("CohereEmbedV1Request", "texts"),
                              ("CohereEmbedV2Request", "texts"), ("CohereEmbedV2Request", "inputs")):
             schemas[model]["properties"][field]["maxItems"] = max_documents
+        pairs = schemas["TextPairRequest"]["properties"]["inputs"]["anyOf"]
+        next(v for v in pairs if v.get("type") == "array")["maxItems"] = min(max_documents, MAX_PAIRS)
 
 
 def openapi_document(secured: bool = True, first_stages: Sequence[str] | None = None,
@@ -124,9 +146,10 @@ def openapi_document(secured: bool = True, first_stages: Sequence[str] | None = 
     ``first_stages``, ``max_documents`` and ``dimension``: what the serving model and ``--max-documents``
     allow (``dimension``: the one ``output_dimension`` /v2/embed takes)."""
     models = [(m, "validation") for m in (RerankRequest, RerankV2Request, EncodeRequest,
-                                          CohereEmbedV1Request, CohereEmbedV2Request)]
+                                          CohereEmbedV1Request, CohereEmbedV2Request, TextPairRequest)]
     models += [(m, "serialization") for m in (RerankResponse, RerankV2Response, EncodeResponse, ErrorResponse,
-                                              CohereEmbedFloatsResponse, CohereEmbedByTypeResponse)]
+                                              CohereEmbedFloatsResponse, CohereEmbedByTypeResponse,
+                                              PairScore)]
     _, schemas = models_json_schema(models, ref_template=_REF)
     _served(schemas["$defs"], first_stages, max_documents)
     if dimension is not None:
@@ -147,6 +170,15 @@ def openapi_document(secured: bool = True, first_stages: Sequence[str] | None = 
             op["post"]["responses"]["200"]["content"]["application/json"]["schema"] = schema
         return op
 
+    def text_pair() -> dict[str, Any]:
+        op = post("One (text, text_pair) scored as a Hugging Face text-classification cross-encoder answers "
+                  "(OpenSearch's tutorial: ml_inference response processor, then rerank by_field)",
+                  "TextPairRequest", "PairScore", description=TEXT_PAIR_DESCRIPTION)
+        one = {"$ref": _REF.format(model="PairScore")}
+        op["post"]["responses"]["200"]["content"]["application/json"]["schema"] = {
+            "oneOf": [one, {"type": "array", "items": one}]}
+        return op
+
     def get(summary: str, guarded: bool = True) -> dict[str, Any]:
         responses: dict[str, Any] = {"200": {"description": "OK"}}
         if guarded and secured:
@@ -158,7 +190,7 @@ def openapi_document(secured: bool = True, first_stages: Sequence[str] | None = 
 
     document = {
         "openapi": "3.1.0",
-        "info": {"title": "esrerank sidecar", "version": __version__},
+        "info": {"title": "esrerank sidecar", "version": __version__, "description": TEXT_RULE},
         "paths": {
             "/v1/rerank": post("Rerank documents for a query (Cohere rerank shape)",
                                "RerankRequest", "RerankResponse",
@@ -179,6 +211,7 @@ def openapi_document(secured: bool = True, first_stages: Sequence[str] | None = 
             "/v2/embed": cohere_embed("Cohere v2 embed: each text's vector as {float: [...]} "
                                       "(cohere.ClientV2, LlamaIndex's CohereEmbedding)", "V2",
                                       ["CohereEmbedByTypeResponse"]),
+            "/v1/text-pair": text_pair(),
             "/healthz": get("Liveness", guarded=False),
             "/readyz": get("Readiness: the model is loaded and has answered a test input", guarded=False),
             "/metrics": get("Prometheus metrics"),

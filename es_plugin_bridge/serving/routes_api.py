@@ -8,7 +8,7 @@ Each view parses and validates its body (and query) here, before the model sees 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from flask import Blueprint, Response, jsonify, request
 from pydantic import BaseModel, ValidationError
@@ -18,6 +18,8 @@ from es_plugin_bridge.serving.cohere_embed import CohereEmbedV1Request, CohereEm
 from es_plugin_bridge.serving.jsonbody import BodyError, parse_body
 from es_plugin_bridge.serving.metrics import printable
 from es_plugin_bridge.serving.schemas import (
+    ALL_UNSCORED,
+    PREPROCESSOR,
     EncodeRequest,
     RerankParams,
     RerankRequest,
@@ -60,7 +62,7 @@ def _parse(model: type[Body]) -> Body:
     if not isinstance(data, dict):
         raise Reject(400, "the body must be a JSON object", "(body)")
     try:
-        return model.model_validate(data)
+        return model.model_validate(data, context={PREPROCESSOR: web.service().model.preprocessor})
     except ValidationError as exc:
         field, message = first_error(exc)
         raise Reject(400, f"{field}: {message}", field) from None
@@ -79,11 +81,12 @@ def _query_params(model: type[Body]) -> Body:
         raise Reject(400, f"{field}: {message}", field) from None
 
 
-def _count_documents(route: str, documents: Sequence[object]) -> None:
+def _count_documents(route: str, documents: Sequence[Any]) -> None:
     """A rerank's documents in /metrics: how many, and why each unscored one was not scored."""
     metrics = web.metrics()
     metrics.documents.labels(route).inc(len(documents))
-    for reason in filter(None, map(unscored_reason, documents)):
+    preprocessor = web.service().model.preprocessor
+    for reason in filter(None, (unscored_reason(d, preprocessor) for d in documents)):
         metrics.unscored.labels(reason).inc()
 
 
@@ -91,6 +94,10 @@ def _count_documents(route: str, documents: Sequence[object]) -> None:
 def rerank() -> Response:
     params = _query_params(RerankParams)
     req = _parse(RerankRequest)
+    if params.all_unscored == "refuse":
+        preprocessor = web.service().model.preprocessor
+        if all(unscored_reason(d, preprocessor) is not None for d in req.documents):
+            raise Reject(400, f"documents: {ALL_UNSCORED}", "documents", reason="all_unscored")
     out = web.service().rerank_json(req, params)
     _count_documents("/v1/rerank", req.documents)
     return jsonify(out)

@@ -13,7 +13,6 @@ are accepted and unused.
 from __future__ import annotations
 
 import math
-import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -24,14 +23,19 @@ from pydantic import (
     Field,
     Strict,
     ValidationError,
+    ValidationInfo,
     WithJsonSchema,
     field_validator,
 )
 
 from es_plugin_bridge.data.questions import question_from_text, question_id
 from es_plugin_bridge.data.types import Question
+from es_plugin_bridge.text.pipeline import Preprocessor
+from es_plugin_bridge.text.sidecar_text import MAX_TEXT_CHARS, is_blank, reads_nothing, sidecar_refusal
 
-MAX_TEXT_CHARS = 100_000
+#: The validation context's key for the served model's preprocessor (``routes_api._parse`` gives it):
+#: with it a text the model reads as no token is refused, or unscored, as a blank one is.
+PREPROCESSOR = "preprocessor"
 #: A character that is not whitespace as Python's ``str.isspace`` has it: the one rule of "not blank",
 #: written so that JSON Schema's ECMA-262 regex means the same (its ``\S`` takes U+0085 and U+001C–U+001F
 #: for text, so a text of only those passed the document and failed the server).
@@ -42,14 +46,8 @@ _NOT_BLANK_CHAR = (r"[^\t\n\u000b\u000c\r\u001c-\u0020\u0085\u00a0\u1680\u2000-\
 #: coverage phase turns ``[^…]`` + maxLength 100,000 into ``^[^…]{1,100000}$``, too large for its regex
 #: engine: it then built no valid body for /v1/rerank and sent ``0`` as a "valid" one).
 NOT_BLANK_PATTERN = r"^[\s\S]*" + _NOT_BLANK_CHAR
-_NOT_BLANK = re.compile(_NOT_BLANK_CHAR)
 #: What the spec says of every text the server requires to be non-blank (the validators enforce it).
 NOT_BLANK = {"pattern": NOT_BLANK_PATTERN, "minLength": 1, "maxLength": MAX_TEXT_CHARS}
-
-
-def is_blank(text: str) -> bool:
-    """Empty or whitespace only (:data:`NOT_BLANK_PATTERN` finds nothing)."""
-    return _NOT_BLANK.search(text) is None
 
 
 def _integral(value: Any) -> Any:
@@ -90,18 +88,24 @@ def to_question(item: str | DocumentIn) -> Question:
     return Question(item.id or question_id(item.title, item.body), item.title, item.body)
 
 
-def check_text(value: Any) -> Any:
-    if isinstance(value, str):
-        if is_blank(value):
-            raise ValueError("text must not be empty")
-        if len(value) > MAX_TEXT_CHARS:
-            raise ValueError(f"text is longer than {MAX_TEXT_CHARS} characters")
+def check_text(value: Any, preprocessor: Preprocessor | None = None) -> Any:
+    """``value`` when the sidecar takes it as a query or a text to embed (``text.sidecar_text``), else a
+    ValueError saying why; a value of another type is left to its own validation."""
+    if isinstance(value, str | DocumentIn):
+        reason = sidecar_refusal(value if isinstance(value, str) else to_question(value), preprocessor)
+        if reason is not None:
+            raise ValueError(reason)
     return value
+
+
+def checked_text(value: Any, info: ValidationInfo) -> Any:
+    """:func:`check_text` with the served model's preprocessor, when the validation context has it."""
+    return check_text(value, (info.context or {}).get(PREPROCESSOR))
 
 
 #: A question: a string (title, optionally followed by its HTML body) or its parts.
 Text = Annotated[Annotated[str, WithJsonSchema({"type": "string", **NOT_BLANK})] | DocumentIn,
-                 AfterValidator(check_text)]
+                 AfterValidator(checked_text)]
 
 
 class RerankDocumentIn(DocumentIn):
@@ -126,14 +130,17 @@ RerankText = str | RerankDocumentIn | None
 UNSCORED_REASONS = ("null", "blank", "too_long")
 
 
-def unscored_reason(item: str | DocumentIn | None) -> str | None:
-    """Why ``item`` gets the lowest score without being scored, or None when it is scored."""
+def unscored_reason(item: str | DocumentIn | None, preprocessor: Preprocessor | None = None) -> str | None:
+    """Why ``item`` gets the lowest score without being scored, or None when it is scored; with the
+    served model's ``preprocessor``, a text it reads as no token is ``blank`` too."""
     if item is None:
         return "null"
     texts = [item] if isinstance(item, str) else [item.title, item.body]
     if any(len(text) > MAX_TEXT_CHARS for text in texts):
         return "too_long"
     if all(is_blank(text) for text in texts):
+        return "blank"
+    if preprocessor is not None and reads_nothing(to_question(item), preprocessor):
         return "blank"
     return None
 
@@ -177,7 +184,7 @@ class RerankV2Request(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     model: str | None = Field(default=None, description="accepted and unused: the sidecar serves one model")
-    query: Annotated[str, WithJsonSchema({"type": "string", **NOT_BLANK}), AfterValidator(check_text)]
+    query: Annotated[str, WithJsonSchema({"type": "string", **NOT_BLANK}), AfterValidator(checked_text)]
     documents: list[str | None] = Field(
         min_length=1, description="the candidates as strings (a title, optionally followed by its HTML "
                                   "body); one that is null, blank or over 100,000 characters gets the "
@@ -210,6 +217,22 @@ class RerankParams(BaseModel):
         default=None, min_length=1,
         description="whose β to use (bm25, lmdirichlet, given); default: the model's"
     )
+    all_unscored: Literal["score", "refuse"] = Field(
+        default="score",
+        description="score (the default): a window whose every document is unscored (null, blank, too "
+                    "long) is answered, 0.0 each. refuse: such a window is a 400 naming `documents`; the "
+                    "product's OpenSearch connector sends it, because neural-search's rerank processor "
+                    "sends \"\" for every hit whose _source lacks rerank_text, and 0.0 for every hit would "
+                    "pass for a ranking (with the pipeline's ignore_failure the hits keep the first stage's "
+                    "order and scores, and verbose_pipeline says why).",
+    )
+
+
+#: The 400 of ``all_unscored=refuse``: what a whole window of blank documents means behind OpenSearch.
+ALL_UNSCORED = ("no document has text to score (each is null, blank or over 100,000 characters); behind "
+                "OpenSearch's rerank processor this is a search whose _source leaves out the "
+                "document_fields (rerank_text): keep rerank_text in _source, or ask for "
+                "\"fields\": [\"rerank_text\"]")
 
 
 class EncodeRequest(BaseModel):
@@ -290,6 +313,7 @@ def first_error(exc: ValidationError) -> tuple[str, str]:
     errors = exc.errors()
     mismatch = {"string_type", "model_type", "model_attributes_type", "dict_type", "none_required"}
     err = next((e for e in errors if e["type"] not in mismatch), errors[0])
-    parts = [str(p) for p in err["loc"] if p not in ("str", "DocumentIn", "RerankDocumentIn", "none")]
+    members = ("str", "DocumentIn", "RerankDocumentIn", "none", "TextPair", "list[TextPair]")
+    parts = [str(p) for p in err["loc"] if p not in members]
     message = err["msg"].removeprefix("Value error, ")
     return ".".join(parts) or "(body)", message

@@ -273,7 +273,7 @@ class Service:
             stage = self._stage(req, first_stage)
         # A null, blank or over-long document is not scored: it gets the lowest score (0.0 on either
         # scale) and comes last, and the others are scored as if it were not in the window.
-        reasons = [unscored_reason(d) for d in req.documents]
+        reasons = [unscored_reason(d, self.model.preprocessor) for d in req.documents]
         scored = [i for i, reason in enumerate(reasons) if reason is None]
         raw = np.full(len(reasons), -np.inf)
         relevance = np.zeros(len(reasons))

@@ -59,7 +59,7 @@ def render(name: str, **values: str) -> dict[str, Any]:
 
 def trusted_url_regex(sidecar_url: str) -> str:
     """A regex matching exactly the connector's URL (ml-commons matches the whole URL)."""
-    return "^" + re.escape(sidecar_url.rstrip("/") + "/v1/rerank") + "$"
+    return "^" + re.escape(sidecar_url.rstrip("/") + "/v1/rerank?all_unscored=refuse") + "$"
 
 
 class OpenSearch:

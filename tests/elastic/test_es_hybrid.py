@@ -38,6 +38,7 @@ from es_plugin_bridge.elastic.engine import ElasticsearchFirstStage
 from es_plugin_bridge.elastic.modes import hybrid, mode_names
 from es_plugin_bridge.elastic.modes.factory import make_mode
 from es_plugin_bridge.elastic.setup import IndexMeta
+from es_plugin_bridge.elastic.sidecar_embedder import EmbedError
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.evaluation.retrieval import duplicate_queries
 from es_plugin_bridge.rankers import RankerContext, TokenCache, build, unique_questions
@@ -548,7 +549,8 @@ class AppEmbedder:
 
     def embed(self, questions: Sequence[Question]) -> list[dict[str, Any]]:
         resp = self.client.post("/v1/encode", json={"texts": [mappings.rerank_text(q) for q in questions]})
-        assert resp.status_code == 200, resp.json
+        if resp.status_code != 200:  # as SidecarEmbedder raises it
+            raise EmbedError(f"sidecar answered {resp.status_code}: {resp.json}", resp.status_code)
         return resp.json["embeddings"]
 
 
@@ -702,20 +704,25 @@ def test_hybrid_rrf_gives_the_in_process_hybrid_rrf_order(world, where):
 
 
 def test_a_query_without_tokens_or_direction_skips_that_search(world):
-    """No tokens and a zero vector (``??? !!!``): no search at all — the fake refuses a zero ``knn``
-    vector and a NaN script score, as Elasticsearch does (in process every cosine is then 0: an
-    arbitrary window). Tokens no document has (``zzzqqq``): the vectors' window alone, fused."""
+    """No tokens (``??? !!!``): the sidecar refuses to embed a text its model reads as no word (issue 48)
+    and no search is made at all (a zero vector neither: the fake refuses a zero ``knn`` vector and a NaN
+    script score, as Elasticsearch does). Tokens no document has (``zzzqqq``): the vectors' window alone,
+    fused."""
     fake, mode, rankers, _, tokens, _, _ = world
     fake.truncate = False
     for knn in ("exact", "hnsw"):
         searcher = mode("hybrid", knn=knn)
         for query in (Question("symbols", "??? !!! ...", ""), Question("unknown", "zzzqqq", "")):
             fake.expect(query, tokens(query))
-            vector = searcher.embedder.embed([query])[0]["vector"]
             result = searcher.search(query, 10)
-            if not hybrid.has_direction(vector):
-                assert not tokens(query) and result.hits == [] and result.request == {"msearch": []}
+            if not tokens(query):
+                with pytest.raises(EmbedError, match="400"):
+                    searcher.embedder.embed([query])
+                calls = len(fake.calls)
+                assert searcher.search(query, 10).hits == [] and result.fallback_reason == "no match"
+                assert len(fake.calls) == calls  # no search sent
                 continue
+            assert hybrid.has_direction(searcher.embedder.embed([query])[0]["vector"])
             assert result.hits
             parts = result.request["msearch"][1::2]
             assert len(parts) == (2 if tokens(query) else 1)

@@ -146,15 +146,19 @@ def test_scripts_never_take_the_cosine_of_a_zero_vector():
     assert "doc['vector'].size() == 0 ? 1.0 :" in rest["script_score"]["script"]["source"]
 
 
-def test_texts_without_tokens_embed_to_what_the_index_can_store(exported):
-    """Real exported models: a question of punctuation only has no tokens; whatever vector the sidecar
-    gives it, the document built from it is one Elasticsearch accepts."""
+def test_texts_without_tokens_are_refused_and_the_rest_embed_to_what_the_index_can_store(exported):
+    """Real exported models: a question of punctuation only has no tokens, and the sidecar refuses it as
+    it refuses a blank one (issue 48: it got one vector shared by every such text); whatever vector it
+    gives a text with tokens, the document built from it is one Elasticsearch accepts."""
     from es_plugin_bridge.serving import ModelDirectory
     from es_plugin_bridge.serving.app import create_app
 
     for kind in ("bow-cnn", "gru"):
         client = create_app(ModelDirectory.load(exported[kind], threads=1)).test_client()
-        texts = ["???", "<p></p>", "grub fails to boot"]
+        for i, text in enumerate(["???", "<p></p>"]):
+            resp = client.post("/v1/encode", json={"texts": ["grub fails to boot", text]})
+            assert resp.status_code == 400 and resp.json["field"] == "texts.1", (kind, i, resp.json)
+        texts = ["grub fails to boot", "?? grub"]
         resp = client.post("/v1/encode", json={"texts": texts})
         assert resp.status_code == 200, resp.json
         for text, emb in zip(texts, resp.json["embeddings"], strict=True):

@@ -53,10 +53,10 @@ def test_cluster_settings_trust_exactly_the_sidecar():
     assert settings["plugins.ml_commons.connector.private_ip_enabled"] is True
     (regex,) = settings["plugins.ml_commons.trusted_connector_endpoints_regex"]
     url = apply.render("connector.json", **VALUES)["actions"][0]["url"]
-    assert url == "http://sidecar:8080/v1/rerank"
+    assert url == "http://sidecar:8080/v1/rerank?all_unscored=refuse"  # serving/schemas.py RerankParams
     assert re.fullmatch(regex, url)
     for other in ("http://sidecar:8080/v1/encode", "http://sidecar:8080/v1/rerank/x", "http://evil/v1/rerank",
-                  "http://sidecarX8080/v1/rerank"):
+                  "http://sidecarX8080/v1/rerank", "http://sidecar:8080/v1/rerank?all_unscoredXrefuse"):
         assert not re.fullmatch(regex, other), other
 
 

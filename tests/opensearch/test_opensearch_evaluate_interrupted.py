@@ -41,7 +41,7 @@ def slowed(target: str, delay: float) -> Iterator[Slowed]:
 
     def before(method: str, path: str) -> None:
         if method == "POST":
-            if path.endswith("/v1/rerank"):
+            if path.split("?")[0].endswith("/v1/rerank"):
                 seen.reranking.set()
             time.sleep(delay)
 

@@ -205,25 +205,42 @@ def test_a_page_beyond_the_last_hit_answers_with_no_hits(configured, cluster):
     assert answer["hits"]["hits"] == []
 
 
-def test_a_narrowed_source_must_keep_rerank_text_as_the_docs_say(configured, cluster):
-    """docs/opensearch.md, "Using the product's index directly": neural-search 2.19.1's rerank processor
-    reads its document fields from each hit's ``_source`` in the answer (MLOpenSearchRerankProcessor's
-    DocumentContextSourceFetcher), so ``"_source": ["title"]`` sends blank documents, which the sidecar
-    scores 0.0 each; ``["title", "rerank_text"]`` is the documented workaround, and ranks as the whole
-    ``_source`` does."""
+def test_a_narrowed_source_is_not_scored_zero_but_left_in_first_stage_order_with_the_reason(configured,
+                                                                                           cluster):
+    """Issue 48, finding 7. neural-search 2.19.1's rerank processor reads its document fields from each
+    hit's ``fields``, else its ``_source`` in the answer, else sends ``""``
+    (``processor/rerank/context/DocumentContextSourceFetcher.java``, ``contextFromSearchHit``; no search
+    request processor can add to ``_source``: ``search-pipeline-common``'s ``SearchRequestMap``). So
+    ``"_source": ["title"]`` or ``false`` sent blank documents, which the sidecar scored 0.0 each: HTTP 200,
+    every hit 0.0, silently. The connector now calls ``/v1/rerank?all_unscored=refuse``: such a window is a
+    400 naming rerank_text, the processor fails, and with ``ignore_failure`` the hits keep the first
+    stage's order and scores; ``verbose_pipeline`` says why. ``["title", "rerank_text"]``, and
+    ``"_source": false`` with ``"fields": ["rerank_text"]``, rank as the whole ``_source`` does."""
     query = read_spec(f"semeval:{SEMEVAL_DEV}").queries[0].query.title
 
-    def scores(source: list[str] | None) -> list[tuple[str, float]]:
-        body = apply.render("query.json", QUERY=query)
-        if source is not None:
-            body["_source"] = source
-        hits = cluster.call("POST", f"/{SEMEVAL_INDEX}/_search?search_pipeline={apply.PIPELINE}",
-                            body)["hits"]["hits"]
-        return [(h["_id"], h["_score"]) for h in hits]
+    def answer(extra: dict, pipeline: str | None = apply.PIPELINE, verbose: bool = False) -> dict:
+        body = {**apply.render("query.json", QUERY=query), **extra}
+        if pipeline is None:
+            body.pop("ext")
+        path = f"/{SEMEVAL_INDEX}/_search" + (f"?search_pipeline={pipeline}" if pipeline else "")
+        return cluster.call("POST", path + ("&verbose_pipeline=true" if verbose else ""), body)
 
-    whole = scores(None)
-    assert whole and max(s for _, s in whole) > 0.0
-    assert {s for _, s in scores(["title"])} == {0.0}  # the engine's behaviour, documented
-    narrowed = scores(["title", "rerank_text"])
-    assert [i for i, _ in narrowed] == [i for i, _ in whole]
-    assert [s for _, s in narrowed] == pytest.approx([s for _, s in whole], abs=1e-6)
+    def scores(extra: dict) -> list[tuple[str, float]]:
+        return [(h["_id"], h["_score"]) for h in answer(extra)["hits"]["hits"]]
+
+    whole = scores({})
+    first_stage = [(h["_id"], h["_score"]) for h in answer({}, pipeline=None)["hits"]["hits"]]
+    assert whole and max(s for _, s in whole) > 0.0 and all(0.0 <= s <= 1.0 for _, s in whole)
+    assert max(s for _, s in first_stage) > 1.0  # BM25: told apart from a probability at a glance
+    for narrowed in ({"_source": ["title"]}, {"_source": False}):
+        got = scores(narrowed)
+        assert {s for _, s in got} != {0.0}, narrowed
+        assert [i for i, _ in got] == [i for i, _ in first_stage], narrowed  # not reranked: the first
+        assert [s for _, s in got] == pytest.approx([s for _, s in first_stage]), narrowed  # stage's answer
+        results = answer(narrowed, verbose=True)["processor_results"]
+        failed = [r for r in results if r.get("status") == "fail"]
+        assert failed and "rerank_text" in str(failed[0].get("error")), results
+    for kept in ({"_source": ["title", "rerank_text"]}, {"_source": False, "fields": ["rerank_text"]}):
+        got = scores(kept)
+        assert [i for i, _ in got] == [i for i, _ in whole], kept
+        assert [s for _, s in got] == pytest.approx([s for _, s in whole], abs=1e-6), kept

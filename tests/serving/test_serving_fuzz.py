@@ -14,13 +14,18 @@ from pathlib import Path
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
+from pydantic import ValidationError
 from schemathesis import GenerationMode
 from schemathesis.checks import positive_data_acceptance
 from schemathesis.config import SchemathesisConfig
 
+from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.serving import ModelDirectory
 from es_plugin_bridge.serving.app import create_app
-from es_plugin_bridge.serving.openapi import CROSS_FIELD_RULES
+from es_plugin_bridge.serving.openapi import CROSS_FIELD_RULES, TEXT_RULE
+from es_plugin_bridge.serving.schemas import RerankDocumentIn, unscored_reason
+from es_plugin_bridge.text.pipeline import Preprocessor
+from es_plugin_bridge.text.sidecar_text import sidecar_refusal
 
 #: Cases per operation: valid ones cost a request each; an invalid one first costs schemathesis a negated
 #: schema (seconds for the 100,000-character text fields), so fewer of those. With the coverage phase's
@@ -44,15 +49,55 @@ class _Counter:
         return self.app(environ, start)
 
 
+#: The served model's preprocessor (``fuzzed_app``): whether a document is scored depends on how it reads.
+_SERVED: dict[str, Preprocessor] = {}
+
+
+def _unscored(document) -> bool:
+    """Whether the server gives ``document`` the lowest score unscored (``schemas.unscored_reason``)."""
+    if isinstance(document, dict):
+        try:
+            document = RerankDocumentIn.model_validate(document)
+        except ValidationError:
+            return False  # a 400 of its own, not this rule's
+    return not isinstance(document, (str, RerankDocumentIn, type(None))) or \
+        unscored_reason(document, _SERVED["preprocessor"]) is not None
+
+
+def _required_texts(body: dict) -> list:
+    """The texts of a body the server requires to be read as some word: queries and texts to embed."""
+    texts = [body.get("query")] + list(body.get("texts") or [])
+    inputs = body.get("inputs")
+    items = inputs if isinstance(inputs, list) else [inputs]
+    for item in items:
+        if isinstance(item, dict):
+            texts += [part.get("text") for part in item.get("content") or [] if isinstance(part, dict)]
+            texts.append(item.get("text_pair"))
+    return texts
+
+
+def _reads_nothing(text) -> bool:
+    if isinstance(text, dict) and isinstance(text.get("title"), str):
+        text = Question("t", text["title"], text.get("body") if isinstance(text.get("body"), str) else "")
+    if not isinstance(text, (str, Question)):
+        return False
+    return sidecar_refusal(text) is None and sidecar_refusal(text, _SERVED["preprocessor"]) is not None
+
+
 def breaks_a_stated_rule(case) -> bool:
-    """Whether a /v1/rerank case breaks one of the document's rules across fields, restated here
-    (``CROSS_FIELD_RULES``, in the operation's description): such a request is rightly a 400."""
+    """Whether a case breaks one of the document's rules it cannot say in JSON Schema, restated here (a
+    text read as no word, ``TEXT_RULE`` in its description; on /v1/rerank ``CROSS_FIELD_RULES``): such a
+    request is rightly a 400."""
+    if isinstance(case.body, dict) and any(_reads_nothing(t) for t in _required_texts(case.body)):
+        return True
     if case.operation.path != "/v1/rerank" or not isinstance(case.body, dict):
         return False
     body, query = case.body, case.query or {}
     scores, linear = body.get("first_stage_scores"), query.get("score") == "linear"
     stage_in_body, stage_in_url = body.get("first_stage"), query.get("first_stage")
+    refuse_all = query.get("all_unscored") == "refuse"
     return ((scores is not None and len(scores) != len(body.get("documents", [])))
+            or (refuse_all and all(_unscored(d) for d in body.get("documents", [])))
             or ((stage_in_body or stage_in_url) is not None and scores is None and not linear)
             or (linear and scores is not None)
             or (stage_in_body is not None and stage_in_url is not None and stage_in_body != stage_in_url))
@@ -60,7 +105,8 @@ def breaks_a_stated_rule(case) -> bool:
 
 def test_the_document_states_the_rules_the_fuzzer_exempts(api_schema):
     description = api_schema.raw_schema["paths"]["/v1/rerank"]["post"]["description"]
-    assert len(CROSS_FIELD_RULES) == 4 and all(rule in description for rule in CROSS_FIELD_RULES)
+    assert len(CROSS_FIELD_RULES) == 5 and all(rule in description for rule in CROSS_FIELD_RULES)
+    assert TEXT_RULE in api_schema.raw_schema["info"]["description"]
 
 
 def test_the_document_is_the_served_model_and_limit(api_schema, exported):
@@ -83,7 +129,9 @@ def counter():
 
 @pytest.fixture(scope="module")
 def fuzzed_app(exported, counter):
-    app = create_app(ModelDirectory.load(exported["bow-cnn"], threads=1), max_documents=50)
+    model = ModelDirectory.load(exported["bow-cnn"], threads=1)
+    _SERVED["preprocessor"] = model.preprocessor
+    app = create_app(model, max_documents=50)
     app.wsgi_app = wrapped = _Counter(app.wsgi_app)  # type: ignore[method-assign]
     counter["wsgi"] = wrapped
     return app
@@ -133,7 +181,8 @@ def test_every_valid_case_of_the_coverage_phase_has_a_valid_body(api_schema):
         assert valid and all(isinstance(c.body, dict) for c in valid), (operation.path, valid[:1])
     rerank = _operation(api_schema, "/v1/rerank")
     case = next(c for c in _coverage(api_schema, rerank) if c.meta.generation.mode.is_positive
-                and c.query == {"score": "probability", "first_stage": "lmdirichlet"})
+                and {k: v for k, v in (c.query or {}).items() if k != "all_unscored"}
+                == {"score": "probability", "first_stage": "lmdirichlet"})
     assert isinstance(case.body, dict) and case.body.get("first_stage_scores") is None, case.body
     # A body now, without first-stage scores: refused by a rule the document states, naming the field.
     response = case.call()

@@ -124,3 +124,22 @@ def test_the_openapi_document_says_so(client):
     assert {"type": "null"} in documents["items"]["anyOf"] and "lowest score" in documents["description"]
     result = spec["components"]["schemas"]["RerankResult"]["properties"]
     assert "unscored" in result["explain"]["description"]
+
+
+def test_all_unscored_refuse_turns_a_window_of_no_text_into_a_400(client, pages):
+    """``?all_unscored=refuse`` (what the product's OpenSearch connector sends, issue 48 finding 7):
+    neural-search's rerank processor sends ``""`` for each hit whose ``_source`` lacks rerank_text, and a
+    window of 0.0 scores would pass for a ranking. One scored document is enough to answer as before."""
+    query, good = pages[0]
+    for docs in (["", None, " "], ["", "<p></p>", "!!!"], [{"title": " ", "body": ""}]):
+        resp = client.post("/v1/rerank?all_unscored=refuse", json={"query": query, "documents": docs})
+        assert resp.status_code == 400, resp.get_json()
+        body = resp.get_json()
+        assert body["field"] == "documents" and "rerank_text" in body["error"], body
+        assert client.post("/v1/rerank", json={"query": query, "documents": docs}).status_code == 200
+    mixed = ["", good[0], None]
+    alone = client.post("/v1/rerank", json={"query": query, "documents": mixed}).get_json()
+    refused = client.post("/v1/rerank?all_unscored=refuse", json={"query": query, "documents": mixed})
+    assert refused.status_code == 200 and refused.get_json() == alone
+    assert client.post("/v1/rerank?all_unscored=maybe", json={"query": query, "documents": mixed}
+                       ).status_code == 400

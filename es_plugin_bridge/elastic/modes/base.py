@@ -23,6 +23,7 @@ from es_plugin_bridge.elastic import opensearch_dsl
 from es_plugin_bridge.elastic.cluster.connection import ClusterInfo, call
 from es_plugin_bridge.elastic.sidecar_embedder import EmbedError
 from es_plugin_bridge.errors import UserError
+from es_plugin_bridge.text.sidecar_text import model_part, query_refusal
 
 if TYPE_CHECKING:
     from es_plugin_bridge.elastic.engine import ElasticsearchFirstStage
@@ -66,6 +67,10 @@ class Ask:
     exclude: Collection[str] | None = None
 
 
+class _ReadsNothing(Exception):
+    """The model reads no word of the query (the sidecar refused to embed it as a blank text)."""
+
+
 def hits_of(answer: Mapping[str, Any]) -> list[tuple[str, float]]:
     """A search answer's ``(id, score)`` hits, best first."""
     return [(h["_id"], float(h["_score"])) for h in answer["hits"]["hits"]]
@@ -99,9 +104,16 @@ class Mode:
         only: Collection[str] | None = None,
         exclude: Collection[str] | None = None,
     ) -> ModeResult:
-        """The top ``k`` for ``query``; ``timings_ms`` holds each step :meth:`rank` timed."""
+        """The top ``k`` for ``query``; ``timings_ms`` holds each step :meth:`rank` timed. A query that
+        cannot be searched (blank, a lone surrogate) is the CLI's one-line UserError."""
+        refusal = query_refusal(query)
+        if refusal is not None:
+            raise UserError(refusal)
         timings: dict[str, float] = {}
-        result = self.rank(Ask(query, k, max(k, self.window), only, exclude), timings)
+        try:
+            result = self.rank(Ask(query, k, max(k, self.window), only, exclude), timings)
+        except _ReadsNothing:  # no word to match, no vector to search: what a query of no token finds
+            result = ModeResult([], reranked=False, fallback_reason="no match")
         result.timings_ms = {**timings, **result.timings_ms}
         return result
 
@@ -136,12 +148,15 @@ class Mode:
         return answer, 1000 * (time.perf_counter() - start)
 
     def _embed(self, query: Question, timings: dict[str, float]) -> dict[str, Any]:
-        """The query's vector and BOW terms from the sidecar (modes that need them: ``self.embedder``);
-        a sidecar that cannot embed is a one-line UserError naming the mode."""
+        """The query's vector and BOW terms from the sidecar (modes that need them: ``self.embedder``), of
+        the start the model reads (``model_part``: the first stage reads an over-long query whole); a
+        sidecar that cannot embed is a one-line UserError naming the mode."""
         start = time.perf_counter()
         try:
-            embedding = self.embedder.embed([query])[0]  # type: ignore[attr-defined]
+            embedding = self.embedder.embed([model_part(query)])[0]  # type: ignore[attr-defined]
         except EmbedError as exc:
+            if exc.refused_a_text and not self.stage.tokens(query):  # the index's text options: the model's
+                raise _ReadsNothing from None  # the sidecar refuses a text it reads as no word (sidecar_text)
             raise UserError(f"mode {self.name} needs the sidecar to embed the query: {exc}") from None
         timings["embed"] = 1000 * (time.perf_counter() - start)
         return embedding

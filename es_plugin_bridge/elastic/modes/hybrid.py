@@ -79,6 +79,7 @@ from es_plugin_bridge.elastic.queries import (
 )
 from es_plugin_bridge.elastic.sidecar_embedder import SidecarEmbedder
 from es_plugin_bridge.errors import UserError
+from es_plugin_bridge.text.sidecar_text import model_part
 
 if TYPE_CHECKING:
     from es_plugin_bridge.elastic.engine import ElasticsearchFirstStage
@@ -320,7 +321,7 @@ class HybridRrfMode(_WindowsMode):
             # Elasticsearch embeds the query through the index's text_embedding endpoint (the text goes
             # through the endpoint's template: rerank_text writes ${ as &#36;{)
             builder = {"text_embedding": {"model_id": self.embed_endpoint,
-                                          "model_text": rerank_text(ask.query)}}
+                                          "model_text": rerank_text(model_part(ask.query))}}
             return self._in_elasticsearch(ask.k, rrf_retriever(**rrf, vector=[], vector_builder=builder),
                                           timings)
         embedding = self._embed(ask.query, timings)

@@ -13,6 +13,7 @@ from es_plugin_bridge.elastic.mappings import rerank_text
 from es_plugin_bridge.elastic.modes import ModeSpec, register_mode
 from es_plugin_bridge.elastic.modes.base import Ask, Mode, ModeOptions, ModeResult, hits_of
 from es_plugin_bridge.errors import UserError
+from es_plugin_bridge.text.sidecar_text import model_part
 
 if TYPE_CHECKING:
     from es_plugin_bridge.elastic.engine import ElasticsearchFirstStage
@@ -47,7 +48,7 @@ class NativeMode(Mode):
         retriever = queries.native_retriever(
             similarity=self.stage.similarity,
             tokens=self.stage.tokens(ask.query),
-            query_text=rerank_text(ask.query),
+            query_text=rerank_text(model_part(ask.query)),  # the model reads its start (sidecar_text)
             inference_id=self.inference_id,
             beta_first_stage=self.beta["first_stage"],
             window=ask.window,

@@ -36,6 +36,7 @@ from es_plugin_bridge.elastic.opensearch_ml import (
 )
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.request_deadline import HEADER, header_value
+from es_plugin_bridge.text.sidecar_text import model_part
 
 if TYPE_CHECKING:
     from es_plugin_bridge.elastic.engine import ElasticsearchFirstStage
@@ -44,7 +45,10 @@ if TYPE_CHECKING:
 
 #: ml-commons' connector client timeouts, in seconds (``HttpJsonConnectorExecutor``: Duration.ofSeconds).
 CLIENT_CONFIG = {"connection_timeout": 2, "read_timeout": 5, "max_connection": 30}
-RERANK_PATH = "/v1/rerank"
+#: ``all_unscored=refuse`` (``serving/schemas.py``): a window of only blank documents, which neural-search
+#: sends for hits whose ``_source`` leaves out ``rerank_text``, fails the processor (first-stage order and
+#: scores, the reason in ``verbose_pipeline``) instead of scoring every hit 0.0.
+RERANK_PATH = "/v1/rerank?all_unscored=refuse"
 
 
 def trusted_url_regex(sidecar_url: str) -> str:
@@ -131,7 +135,7 @@ class RerankMode(Mode):
         tokens = self.stage.tokens(query)
         first = queries.first_stage_query(self.stage.similarity, tokens, only=only, exclude=ask.exclude)
         size = max(k, min(self.window, len(only))) if only is not None else ask.window
-        ext = {"rerank": {"query_context": {"query_text": rerank_text(query)}}}
+        ext = {"rerank": {"query_context": {"query_text": rerank_text(model_part(query))}}}
         body = {"query": first, "ext": ext}
         # Two rules of neural-search 2.19.1's RerankProcessor, found on a real node: it reads the
         # document fields from each hit's _source in the answer (so rerank_text must be in it), and it

@@ -1,0 +1,114 @@
+"""What text the sidecar takes, in one torch-free place: the server's schemas, the bridge's client, the
+embedded ``embed`` and ``es index`` ask the same questions before a text is scored or sent.
+
+* :func:`sidecar_refusal`: why the sidecar refuses a text as a query or a text to embed (a lone
+  surrogate, blank, over :data:`MAX_TEXT_CHARS`, or nothing left once the model's own preprocessing
+  has run: ``"!!!"``, ``"\\u200b"``, ``"<p></p>"`` read as no token, the same as a blank text), or None.
+* :func:`model_part`: a query cut to what any model reads of it (:data:`MODEL_TEXT_CHARS` of the title
+  and of the body), so an over-long query still searches: the first stage takes it whole, the sidecar
+  its start, which is all the model reads anyway.
+"""
+
+from __future__ import annotations
+
+import re
+
+from es_plugin_bridge.core.model_config import MAX_LENGTH
+from es_plugin_bridge.data.questions import question_from_text, question_id
+from es_plugin_bridge.data.types import Question
+from es_plugin_bridge.text.pipeline import Preprocessor
+
+#: The longest text the sidecar takes (a title, a body, a string), in characters.
+MAX_TEXT_CHARS = 100_000
+#: The characters of a query's title and of its body sent to the model: 8 per token of the most any
+#: model reads of one part (``MAX_LENGTH`` tokens; the shipped ones read 128 sub-words or fewer), so
+#: the cut never changes what the model reads of a text of words (tested on the samples and on a
+#: 200,000-character pasted log).
+MODEL_TEXT_CHARS = 8 * MAX_LENGTH
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_BLANK = re.compile(r"\s*")  # str.isspace's whitespace, as the server's schemas' NOT_BLANK_PATTERN
+
+
+def lone_surrogate(text: str) -> str | None:
+    """Where ``text`` holds a lone UTF-16 surrogate (no text encodes it: ``str.encode`` raises), or None.
+
+    ``U+DC80``–``U+DCFF`` is how Python hands over an invalid UTF-8 byte (``surrogateescape``)."""
+    found = _SURROGATE.search(text)
+    if found is None:
+        return None
+    code, position = ord(found.group()), found.start() + 1
+    if 0xDC80 <= code <= 0xDCFF:
+        return f"is not valid UTF-8: byte 0x{code - 0xDC00:02X} at character {position}"
+    return f"holds a lone surrogate U+{code:04X} at character {position}, which is not Unicode text"
+
+
+def is_blank(text: str) -> bool:
+    """Empty or whitespace only."""
+    return _BLANK.fullmatch(text) is not None
+
+
+#: The start of a title read first: when its whole words (no markup, no entity) give a token, so does the
+#: title, and the rest of a long text need not be preprocessed twice (here and when it is encoded).
+_QUICK_CHARS = 1_000
+
+
+def _starts_with_a_word(title: str, preprocessor: Preprocessor) -> bool:
+    head = title[:_QUICK_CHARS]
+    if len(head) < len(title):
+        head = head[:max(head.rfind(" "), 0)]  # no word cut in two (a stop word's start is no stop word)
+    return "<" not in head and "&" not in head and bool(preprocessor.text_tokens(head))
+
+
+def reads_nothing(question: Question, preprocessor: Preprocessor) -> bool:
+    """Whether the model's preprocessing leaves no token of ``question`` (title and the body it reads)."""
+    if _starts_with_a_word(question.title, preprocessor):
+        return False
+    return not preprocessor.title_tokens(question) and not preprocessor.body_tokens(question)
+
+
+def sidecar_refusal(text: str | Question, preprocessor: Preprocessor | None = None) -> str | None:
+    """Why the sidecar refuses ``text`` as a query or a text to embed, or None. With ``preprocessor``
+    (the served model's) a text it reads as no token is refused as a blank one is: the model would give
+    every such text one and the same vector."""
+    parts = [text] if isinstance(text, str) else [text.title, text.body]
+    for part in parts:
+        where = lone_surrogate(part)
+        if where is not None:
+            return f"text {where}"
+    if all(is_blank(part) for part in parts):
+        return "text must not be empty"
+    if any(len(part) > MAX_TEXT_CHARS for part in parts):
+        return f"text is longer than {MAX_TEXT_CHARS} characters"
+    if preprocessor is not None:
+        question = question_from_text(text) if isinstance(text, str) else text
+        if reads_nothing(question, preprocessor):
+            return "text must not be empty once preprocessed (the model reads no word of it)"
+    return None
+
+
+def query_refusal(query: Question | str) -> str | None:
+    """Why ``query`` cannot be searched at all (a lone surrogate, nothing but blanks), or None: the
+    library's entry points (``BridgeSearch``, every mode's ``search``) raise it as the CLI does, one line
+    (a UserError), instead of a UnicodeEncodeError from deep in a client."""
+    parts = ([("the query", query)] if isinstance(query, str)
+             else [("the query's title", query.title), ("the query's body", query.body)])
+    for name, part in parts:
+        where = lone_surrogate(part)
+        if where is not None:
+            return f"{name if isinstance(query, Question) and query.body else 'the query'} {where}"
+    if all(is_blank(part) for _, part in parts):
+        return "the query is empty"
+    return None
+
+
+def model_part(query: Question) -> Question:
+    """``query`` as the model is sent it: title and body cut to :data:`MODEL_TEXT_CHARS` (itself when
+    both fit); the id stays the query's own."""
+    title, body = query.title[:MODEL_TEXT_CHARS], query.body[:MODEL_TEXT_CHARS]
+    if (title, body) == (query.title, query.body):
+        return query
+    return Question(query.id or question_id(title, body), title, body)
+
+
+__all__ = ["MAX_TEXT_CHARS", "MODEL_TEXT_CHARS", "is_blank", "lone_surrogate", "model_part", "query_refusal",
+           "reads_nothing", "sidecar_refusal"]
