@@ -28,6 +28,7 @@ BODY = {"query": "how do I install ubuntu from a usb stick",
         "documents": ["install ubuntu from usb", "wifi keeps dropping", "ubuntu usb boot"]}
 API_ROUTES = {"/v1/rerank", "/v2/rerank", "/v1/encode", "/v1/embed", "/v2/embed"}
 OPS_ROUTES = {"/healthz", "/readyz", "/metrics", "/openapi.json"}
+PAIR_ROUTES = {"/v1/text-pair"}  # OpenSearch's cross-encoder tutorial's shape (serving.routes_pair)
 
 
 @pytest.fixture
@@ -156,15 +157,15 @@ def test_overrides_apply_on_top_of_settings(exported):
     assert app.test_client().get("/readyz").json["model"] == "renamed"
 
 
-def test_two_blueprints_hold_the_documented_routes(app):
-    assert list(app.blueprints) == ["api", "ops"]
+def test_the_blueprints_hold_the_documented_routes(app):
+    assert list(app.blueprints) == ["api", "ops", "pair"]
     by_blueprint: dict[str, set[str]] = {}
     for rule in app.url_map.iter_rules():
         if "." in rule.endpoint:
             by_blueprint.setdefault(rule.endpoint.split(".")[0], set()).add(rule.rule)
-    assert by_blueprint == {"api": API_ROUTES, "ops": OPS_ROUTES}
+    assert by_blueprint == {"api": API_ROUTES, "ops": OPS_ROUTES, "pair": PAIR_ROUTES}
     client = app.test_client()
-    assert set(client.get("/openapi.json", headers=AUTH).json["paths"]) == API_ROUTES | OPS_ROUTES
+    assert set(client.get("/openapi.json", headers=AUTH).json["paths"]) == API_ROUTES | OPS_ROUTES | PAIR_ROUTES
     # app-wide rules hold in both blueprints and outside them: the token, JSON errors, the counts
     assert client.get("/healthz").json == {"status": "ok"}  # open
     assert client.get("/metrics").status_code == 401
