@@ -21,7 +21,8 @@ from es_plugin_bridge.elastic.cluster.whole_answers import PartialAnswer, missin
 from es_plugin_bridge.errors import UserError
 
 CAPTURED = json.loads((Path(__file__).parent / "data" / "engine_errors.json").read_text(encoding="utf-8"))
-SPEC = json.loads((Path(__file__).resolve().parents[1] / "tools" / "es_spec_shapes.json").read_text())["classes"]
+SPEC_FILE = Path(__file__).resolve().parents[1] / "tools" / "es_spec_shapes.json"
+SPEC = json.loads(SPEC_FILE.read_text(encoding="utf-8"))["classes"]
 ES_ROOT = {"name": "es01", "version": {"number": "9.1.0", "build_flavor": "default"},
            "tagline": "You Know, for Search"}
 OS_ROOT = {"name": "os01", "version": {"distribution": "opensearch", "number": "2.19.1"}}
@@ -51,8 +52,9 @@ def test_the_missing_shards_are_named_from_caused_by():
 
 def test_a_failed_shard_is_named_with_its_deepest_cause():
     line = reason_of(body("script_error_on_a_shard"))
-    assert line == ("search_phase_execution_exception: all shards failed; shard [ok][0]: script_exception: "
-                    "runtime error, caused by illegal_argument_exception: No field found for [nofield] in mapping")
+    assert line == ("search_phase_execution_exception: all shards failed; shard [ok][0]: "
+                    "script_exception: runtime error, caused by illegal_argument_exception: "
+                    "No field found for [nofield] in mapping")
 
 
 def searches(rec: Any) -> list[dict[str, Any]]:
@@ -71,9 +73,9 @@ def test_a_missing_shard_503_is_sent_once_and_names_the_shard_and_the_node(recor
     client = Connection(url=f"{url},http://localhost:{port}").client()
     with pytest.raises(UserError) as err:
         call("searching questions", client.search, index="questions", query={"match_all": {}})
-    head = "answered 503: search_phase_execution_exception, caused by"
-    assert str(err.value) in {f"searching questions: {engine} at {host}:{port} {head}" + str(err.value).split(head)[1]
-                              for host in ("127.0.0.1", "localhost")}
+    heads = {f"searching questions: {engine} at {host}:{port} answered 503: "
+             "search_phase_execution_exception, caused by" for host in ("127.0.0.1", "localhost")}
+    assert any(str(err.value).startswith(head) for head in heads), err.value
     assert "[[part][1]]" in str(err.value)
     assert len(searches(rec)) == 1
 
