@@ -37,6 +37,13 @@ Q = TypeVar("Q")
 T = TypeVar("T")
 
 MAX_REASON_CHARS = 300
+#: Failures with one status and reason printed one by one; the rest are one line ("N more like this").
+SAME_SHOWN = 3
+#: Pauses before resending a request that reached no node (refused, reset): a node that is gone does not
+#: come back within the minutes of 429/5xx back-off, and a cluster's other nodes are tried at once by the
+#: transport; past these the run stops (``es index`` stopped 99 s after its only node died, 5 retries
+#: with back-off for each of 3 batches).
+UNREACHABLE_PAUSES_S = (0.5, 1.0, 2.0)
 #: What a request can raise, from either engine's client (OpenSearch's: elastic/cluster/opensearch_client.py).
 REQUEST_ERRORS = (ApiError, TransportError, OpenSearchError)
 
@@ -71,7 +78,7 @@ class BulkReport:
         """The report as the CLI prints it: counts, then every failed id with status and reason."""
         out = [f"read {self.read}  indexed {self.indexed}  skipped {self.skipped}  failed {self.failed}"
                + (f"  (retried sends: {self.retries})" if self.retries else "")]
-        out += [f"failed {f.id}: {'-' if f.status is None else f.status} {f.reason}" for f in self.failures]
+        out += _summarised(self.failures)
         if self.aborted:
             out.append(f"stopped early: {self.aborted}")
         return out
@@ -80,6 +87,22 @@ class BulkReport:
         for id_ in ids:
             self.failures.append(Failure(id_, status, reason))
             self.failed += 1
+
+
+def _summarised(failures: list[Failure]) -> list[str]:
+    """``failed ID: STATUS REASON`` of each failure, but of those sharing a status and reason only the
+    first :data:`SAME_SHOWN`, then one line per such reason: ``N more like this: STATUS REASON``."""
+    out: list[str] = []
+    seen: dict[tuple[int | None, str], int] = {}
+    for f in failures:
+        key = (f.status, f.reason)
+        seen[key] = seen.get(key, 0) + 1
+        if seen[key] <= SAME_SHOWN:
+            out.append(f"failed {f.id}: {'-' if f.status is None else f.status} {f.reason}")
+    for (status, reason), count in seen.items():
+        if count > SAME_SHOWN:
+            out.append(f"{count - SAME_SHOWN} more like this: {'-' if status is None else status} {reason}")
+    return out
 
 
 def index_questions(
@@ -192,19 +215,26 @@ class _Retry:
     def __init__(self, max_retries: int, initial_backoff: float, max_backoff: float) -> None:
         self.max_retries, self.initial, self.cap = max_retries, initial_backoff, max_backoff
 
-    def wait(self, retry: int) -> None:
+    def wait(self, retry: int, unreachable: int = 0) -> None:
+        """The back-off before resend ``retry``; after ``unreachable`` sends in a row reached no node,
+        the short :data:`UNREACHABLE_PAUSES_S` pause instead."""
+        if unreachable:
+            time.sleep(UNREACHABLE_PAUSES_S[min(unreachable, len(UNREACHABLE_PAUSES_S)) - 1])
+            return
         time.sleep(min(self.cap, self.initial * 2 ** (retry - 1)))
 
     def call(self, fn: Callable[..., Any], **kwargs: Any) -> tuple[Any, int | None, str]:
         """Call ``fn``, resending on retryable whole-request errors: (response or None, status, reason)."""
+        unreachable = 0
         for attempt in range(self.max_retries + 1):
             if attempt:
-                self.wait(attempt)
+                self.wait(attempt, unreachable)
             try:
                 return fn(**kwargs), 200, ""
             except REQUEST_ERRORS as exc:
                 status, reason = _status_of(exc), _reason_of_exception(exc)
-            if not _retryable(status):
+                unreachable = unreachable + 1 if _unreachable(exc) else 0
+            if not _retryable(status) or unreachable > len(UNREACHABLE_PAUSES_S):
                 break
         return None, status, reason
 
@@ -316,21 +346,26 @@ class _Run(Generic[Q]):
         """Bulk-send ``pending``, resending what is retryable, until done or out of retries; items
         refused maybe for a neighbour (``item_refused``) are resent in halves until they fail alone."""
         suspects: list[_Suspect] = []
+        unreachable = 0  # sends in a row that reached no node
         for attempt in range(self.retry.max_retries + 1):
             if attempt:
-                self.retry.wait(attempt)
+                self.retry.wait(attempt, unreachable)
                 self.report.retries += len(pending)
             last = attempt == self.retry.max_retries
             operations = [line for _, head, source in pending for line in (head, source) if line is not None]
             try:
                 items = self.es.bulk(operations=operations, index=self.index)["items"]
             except REQUEST_ERRORS as exc:
-                status = _status_of(exc)
-                if last or not _retryable(status):
-                    self._failed([p[0] for p in pending], status,
-                                 f"bulk request failed: {_reason_of_exception(exc)}")
+                status, reason = _status_of(exc), _reason_of_exception(exc)
+                unreachable = unreachable + 1 if _unreachable(exc) else 0
+                gone = unreachable > len(UNREACHABLE_PAUSES_S)
+                if last or gone or not _retryable(status):
+                    self._failed([p[0] for p in pending], status, f"bulk request failed: {reason}")
+                    if unreachable:  # no node answered: the next batch would wait the same for nothing
+                        self.stop = self.stop or f"no node of the cluster answered ({reason})"
                     break
                 continue
+            unreachable = 0
             pending = self._book(pending, items, resend=not last, suspects=suspects)
             if not pending:
                 break
@@ -381,6 +416,18 @@ def _retryable(status: int | None) -> bool:
     """429 (a full queue) and 5xx are worth resending, but not 501/505 (the server cannot do it at all);
     None is a transport error (no answer)."""
     return status is None or status == 429 or (status >= 500 and status not in (501, 505))
+
+
+def _unreachable(exc: Exception) -> bool:
+    """The request reached no node (refused, reset; not a timeout, which a slow node gives)."""
+    from elastic_transport import ConnectionError as NoConnection
+    from elastic_transport import ConnectionTimeout
+    from opensearchpy.exceptions import ConnectionError as NoOpenSearchConnection
+    from opensearchpy.exceptions import ConnectionTimeout as OpenSearchTimeout
+
+    if isinstance(exc, (ConnectionTimeout, OpenSearchTimeout)):
+        return False
+    return isinstance(exc, (NoConnection, NoOpenSearchConnection))
 
 
 def _status_of(exc: Exception) -> int | None:

@@ -7,6 +7,7 @@ ends with its report: what was stored, and each question that was not, with its 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,7 +104,7 @@ def _from_file(path: Path, meta: Any, index: str, note: Callable[[str], None]
              "checked by model type and dimension only")
     note(f"vectors and terms from {path} ({len(vectors)} questions, {vectors.header.model}): the sidecar is "
          "not called")
-    return vectors.embed
+    return functools.partial(vectors.embed, cosine=meta.neural_similarity == "cosine")
 
 
 def _refresh(client: Any, index: str) -> str | None:

@@ -123,6 +123,25 @@ class MissingVector(LookupError):
     """A question of the data is not in the vectors file, or its text changed since it was embedded."""
 
 
+class UnstorableRecord(MissingVector):
+    """A record of the file whose vector or terms no index can store as they are (a corrupted file): the
+    question fails alone, named, rather than being stored without its vector or its BOW features."""
+
+
+def unstorable(id_: str, vector: np.ndarray, terms: Mapping[str, Any], cosine: bool) -> str | None:
+    """Why a record cannot be stored whole, or None: a non-finite component, an all-zero vector under
+    ``cosine`` (the engines refuse a zero-magnitude vector there; ``mappings.document`` would drop it), a
+    term weight that is not a finite number (``bow_features`` would drop a NaN one)."""
+    if not np.isfinite(vector).all():
+        return f"the vector of {id_} has a non-finite component ({vector[~np.isfinite(vector)][0]})"
+    if cosine and not vector.any():
+        return f"the vector of {id_} is all zeros (a cosine index cannot store it)"
+    for term, weight in terms.items():
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not np.isfinite(weight):
+            return f"the weight of term {term!r} of {id_} is {weight!r}, not a finite number"
+    return None
+
+
 class Vectors:
     """A vectors file read whole: each id's vector (float32, as the encoder computed it) and terms."""
 
@@ -132,9 +151,11 @@ class Vectors:
     def __len__(self) -> int:
         return len(self._records)
 
-    def embed(self, questions: Sequence[Question]) -> list[dict[str, Any]]:
+    def embed(self, questions: Sequence[Question], cosine: bool = True) -> list[dict[str, Any]]:
         """``SidecarEmbedder.embed`` from the file: one ``{"vector", "terms"}`` per question, in order;
-        MissingVector naming the first question it lacks (the bulk indexer then fails that one alone)."""
+        MissingVector naming the first question it lacks or whose record cannot be stored
+        (:func:`unstorable`; ``cosine``: the index's similarity is cosine); the bulk indexer then fails
+        that one alone."""
         out = []
         for q in questions:
             found = self._records.get(q.id)
@@ -144,6 +165,10 @@ class Vectors:
             if digest != text_digest(q):
                 raise MissingVector(f"the text of {q.id} differs from the one {self.path.name} embedded "
                                     "(embed it again with esrerank embed)")
+            why = unstorable(q.id, vector, terms, cosine)
+            if why is not None:
+                raise UnstorableRecord(f"{why} in {self.path.name}: not stored (embed it again with "
+                                       "esrerank embed)")
             out.append({"vector": vector.astype(float).tolist(), "terms": terms})
         return out
 

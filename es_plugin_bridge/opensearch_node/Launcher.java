@@ -1,6 +1,7 @@
 import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.util.Collection;
+import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
 import java.util.Map;
@@ -14,7 +15,13 @@ import org.opensearch.action.admin.indices.create.CreateIndexRequest;
 import org.opensearch.action.admin.indices.mapping.put.PutMappingRequest;
 import org.opensearch.action.support.ActionFilter;
 import org.opensearch.action.support.ActionFilterChain;
+import org.opensearch.cluster.ClusterState;
 import org.opensearch.cluster.metadata.IndexMetadata;
+import org.opensearch.cluster.metadata.IndexTemplateMetadata;
+import org.opensearch.cluster.metadata.MappingMetadata;
+import org.opensearch.cluster.metadata.MetadataIndexTemplateService;
+import org.opensearch.cluster.service.ClusterService;
+import org.opensearch.common.compress.CompressedXContent;
 import org.opensearch.common.logging.LogConfigurator;
 import org.opensearch.common.settings.Settings;
 import org.opensearch.common.xcontent.XContentHelper;
@@ -23,6 +30,11 @@ import org.opensearch.core.action.ActionListener;
 import org.opensearch.core.action.ActionResponse;
 import org.opensearch.core.index.Index;
 import org.opensearch.env.Environment;
+import org.opensearch.gateway.GatewayService;
+import org.opensearch.index.IndexModule;
+import org.opensearch.index.IndexSettings;
+import org.opensearch.index.shard.IndexEventListener;
+import org.opensearch.index.shard.IndexShard;
 import org.opensearch.node.InternalSettingsPreparer;
 import org.opensearch.node.Node;
 import org.opensearch.plugins.ActionPlugin;
@@ -76,6 +88,7 @@ public final class Launcher {
             }
         }, "esrerank-node-shutdown"));
         node.start();
+        NativeEngineGuard.deleteRefused(node);
         System.out.println("esrerank-node: started");
         stopped.await();
     }
@@ -88,15 +101,23 @@ public final class Launcher {
      * FAISS unless compression_level is 4x, which only lucene supports); OpenSearch's semantic-search
      * tutorial maps its vector that way. Checked where a mapping arrives with its index's settings
      * known: index creation (an action filter) and PUT _mapping (a mapping request validator).
-     * A field that only an index template brings is not checked (the template is merged after the filter).
+     * The settings and mappings are read as OpenSearch resolves them: "knn" without the index. prefix, and
+     * what a matching _index_template (with its component templates) or legacy _template brings.
      */
     public static final class NativeEngineGuard extends Plugin implements ActionPlugin {
         private static final Set<String> NATIVE = Set.of("faiss", "nmslib");
+        /** How the console names an index deleted at start (node.py's deleted_at_start reads it). */
+        static final String DELETED = "esrerank-node: deleted index ";
+        /**
+         * -Desrerank.guard.new_indices=false lets a new index or mapping through unchecked, as a node before
+         * this guard did: only for tests that need such an index on disk (what this node removes at start).
+         */
+        private static final boolean CHECK_NEW = !"false".equals(System.getProperty("esrerank.guard.new_indices"));
 
         @Override
         public Collection<RequestValidators.RequestValidator<PutMappingRequest>> mappingRequestValidators() {
             return List.of((request, state, indices) -> {
-                for (Index index : indices) {
+                for (Index index : CHECK_NEW ? indices : new Index[0]) {
                     IndexMetadata meta = state.metadata().index(index);
                     if (meta != null && meta.getSettings().getAsBoolean("index.knn", false)) {
                         Optional<String> refusal = refusal(request.source());
@@ -120,10 +141,8 @@ public final class Launcher {
                 @Override
                 public <Q extends ActionRequest, R extends ActionResponse> void apply(
                         Task task, String action, Q request, ActionListener<R> listener, ActionFilterChain<Q, R> chain) {
-                    if (request instanceof CreateIndexRequest) {
-                        CreateIndexRequest create = (CreateIndexRequest) request;
-                        Optional<String> refusal = create.settings().getAsBoolean("index.knn", false)
-                            ? refusal(create.mappings()) : Optional.empty();
+                    if (request instanceof CreateIndexRequest && CHECK_NEW) {
+                        Optional<String> refusal = refusal((CreateIndexRequest) request);
                         if (refusal.isPresent()) {
                             listener.onFailure(new IllegalArgumentException(refusal.get()));
                             return;
@@ -132,6 +151,132 @@ public final class Launcher {
                     chain.proceed(task, action, request, listener);
                 }
             });
+        }
+
+        private static volatile ClusterService clusterService;
+
+        @Override
+        public Collection<Object> createComponents(org.opensearch.client.Client client, ClusterService cluster,
+                org.opensearch.threadpool.ThreadPool threadPool,
+                org.opensearch.watcher.ResourceWatcherService watcher, org.opensearch.script.ScriptService scripts,
+                org.opensearch.core.xcontent.NamedXContentRegistry registry, Environment environment,
+                org.opensearch.env.NodeEnvironment nodeEnvironment,
+                org.opensearch.core.common.io.stream.NamedWriteableRegistry writeables,
+                org.opensearch.cluster.metadata.IndexNameExpressionResolver resolver,
+                java.util.function.Supplier<org.opensearch.repositories.RepositoriesService> repositories) {
+            clusterService = cluster;
+            return Collections.emptyList();
+        }
+
+        /**
+         * index.knn as OpenSearch resolves it: "knn" without the index. prefix is the same setting
+         * (MetadataCreateIndexService normalises the request's settings with Settings.Builder.normalizePrefix).
+         */
+        static boolean knn(Settings settings) {
+            return Settings.builder().put(settings).normalizePrefix("index.").build().getAsBoolean("index.knn", false);
+        }
+
+        /**
+         * A new index's settings and mappings as MetadataCreateIndexService merges them: the matching
+         * composable template (_index_template, with its component templates) or else the legacy
+         * _template ones, under the request's own (which win).
+         */
+        static Optional<String> refusal(CreateIndexRequest create) {
+            List<String> mappings = new ArrayList<>();
+            Settings.Builder settings = Settings.builder();
+            ClusterService cluster = clusterService;
+            if (cluster != null) {
+                ClusterState state = cluster.state();
+                String name = create.index();
+                try {
+                    String v2 = MetadataIndexTemplateService.findV2Template(state.metadata(), name, false);
+                    if (v2 != null) {
+                        settings.put(MetadataIndexTemplateService.resolveSettings(state.metadata(), v2));
+                        for (CompressedXContent mapping : MetadataIndexTemplateService.collectMappings(state, v2, name)) {
+                            mappings.add(mapping.string());
+                        }
+                    } else {
+                        List<IndexTemplateMetadata> v1 = MetadataIndexTemplateService.findV1Templates(
+                            state.metadata(), name, null);
+                        settings.put(MetadataIndexTemplateService.resolveSettings(v1));
+                        for (IndexTemplateMetadata template : v1) {
+                            if (template.mappings() != null) {
+                                mappings.add(template.mappings().string());
+                            }
+                        }
+                    }
+                } catch (Exception e) {
+                    // a template that does not resolve fails the creation itself, with its own reason
+                }
+            }
+            settings.put(Settings.builder().put(create.settings()).normalizePrefix("index.").build());
+            mappings.add(create.mappings());
+            if (!knn(settings.build())) {
+                return Optional.empty();
+            }
+            for (String mapping : mappings) {
+                Optional<String> found = refusal(mapping);
+                if (found.isPresent()) {
+                    return found;
+                }
+            }
+            return Optional.empty();
+        }
+
+        /** Why an index already in the cluster is one of the refused kind (k-NN with a native engine). */
+        static Optional<String> refusal(IndexMetadata meta) {
+            MappingMetadata mapping = meta.mapping();
+            if (mapping == null || !knn(meta.getSettings())) {
+                return Optional.empty();
+            }
+            return refusal(mapping.source().string());
+        }
+
+        /**
+         * A faiss index already on disk (made before this guard, or by an older esrerank) kills the node
+         * again at each start: recovering its translog flushes, and the flush builds the native index. Its
+         * shards are refused before recovery (beforeIndexShardRecovery runs before the translog is read:
+         * StoreRecovery.internalRecoverFromStore calls IndexShard.preRecovery first), and
+         * {@link #deleteRefused} deletes the index once the node is up.
+         */
+        @Override
+        public void onIndexModule(IndexModule module) {
+            module.addIndexEventListener(new IndexEventListener() {
+                @Override
+                public void beforeIndexShardRecovery(IndexShard shard, IndexSettings settings) {
+                    Optional<String> refusal = refusal(settings.getIndexMetadata());
+                    if (refusal.isPresent()) {
+                        throw new IllegalStateException("esrerank-node: index [" + settings.getIndex().getName()
+                            + "] not opened: " + refusal.get());
+                    }
+                }
+            });
+        }
+
+        /** Delete every index of the refused kind, each named on one line of the node's console. */
+        static void deleteRefused(Node node) throws InterruptedException {
+            ClusterService cluster = node.injector().getInstance(ClusterService.class);
+            long deadline = System.nanoTime() + 60_000_000_000L;
+            // The indices on disk are in the cluster state once a cluster manager is elected and the gateway
+            // has lifted its block (GatewayService.STATE_NOT_RECOVERED_BLOCK); the node's first local state
+            // has neither.
+            while (!recovered(cluster.state()) && System.nanoTime() < deadline) {
+                Thread.sleep(200);
+            }
+            for (IndexMetadata meta : cluster.state().metadata()) {
+                Optional<String> refusal = refusal(meta);
+                if (refusal.isPresent()) {
+                    String name = meta.getIndex().getName();
+                    node.client().admin().indices().prepareDelete(name).get();
+                    org.apache.logging.log4j.LogManager.getLogger("esrerank-node").warn(
+                        DELETED + "[" + name + "] at start: " + refusal.get());
+                }
+            }
+        }
+
+        private static boolean recovered(ClusterState state) {
+            return state.nodes().getClusterManagerNodeId() != null
+                && !state.blocks().hasGlobalBlock(GatewayService.STATE_NOT_RECOVERED_BLOCK);
         }
 
         static Optional<String> refusal(String mapping) {

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from .cluster import node_dirs, running_nodes, start_cluster
 from .layout import AssemblyError, assemble, default_home
-from .node import NodeError, RunningNode, java_opts, kept_data, read_running, start, stop
+from .node import NodeError, RunningNode, deleted_at_start, java_opts, kept_data, read_running, start, stop
 
 ROOT = Path.cwd()
 SINGLE_DIR = ROOT / "build" / "opensearch" / "local"
@@ -83,6 +83,8 @@ def _start(args: argparse.Namespace) -> int:
         print(f"starting an OpenSearch cluster of {args.nodes} nodes (1-2 min on 2 cores); {kept}...",
               file=sys.stderr)
         nodes = start_cluster(args.home, args.run_dir, count=args.nodes)
+    for line in (line for n in nodes for line in deleted_at_start(n)):
+        print(line.removeprefix("esrerank-node: "), file=sys.stderr)
     print(f"OpenSearch is up ({', '.join(f'pid {n.pid}, log {n.log}' for n in nodes)}); stop it with "
           "make opensearch-stop", file=sys.stderr)
     print("\n".join(n.url for n in nodes))

@@ -161,6 +161,20 @@ def stop(node: RunningNode, timeout: float = 60.0) -> None:
         os.killpg(node.pid, signal.SIGKILL)
 
 
+#: How the launcher's console names an index it deleted at start (``Launcher.NativeEngineGuard.DELETED``).
+DELETED_AT_START = "esrerank-node: deleted index "
+
+
+def deleted_at_start(node: RunningNode) -> list[str]:
+    """The launcher's lines for each index it deleted at this start (a faiss index already on disk, which
+    would stop the node at its first write), from ``DELETED_AT_START`` on."""
+    try:
+        text = (node.run_dir / "console.log").read_text(errors="replace")
+    except OSError:
+        return []
+    return [line[line.index(DELETED_AT_START):] for line in text.splitlines() if DELETED_AT_START in line]
+
+
 def read_running(run_dir: Path) -> RunningNode | None:
     """The node recorded in ``run_dir`` if its process still runs (a pid the system gave to another
     program since a crash is not the node)."""

@@ -378,3 +378,14 @@ def test_unreachable_cluster_is_a_user_error(questions):
     es = Elasticsearch(f"http://127.0.0.1:{port}", request_timeout=2)
     with pytest.raises(UserError, match="cannot check index 'questions': ConnectionError"):
         index_questions(es, INDEX, questions, Prepare(), **FAST)
+
+
+def test_failures_of_one_reason_are_listed_three_times_then_summed_up(questions):
+    """600 ids failed for one connection error printed 600 near-identical lines (issue 48, finding 10)."""
+    report = BulkReport(read=len(questions))
+    gone = "bulk request failed: ConnectionError: refused"
+    report._fail([q.id for q in questions[:-1]], None, gone)
+    report._fail([questions[-1].id], 400, "mapper_parsing_exception: bad")
+    assert report.lines()[1:] == [*(f"failed {q.id}: - {gone}" for q in questions[:3]),
+                                  f"failed {questions[-1].id}: 400 mapper_parsing_exception: bad",
+                                  f"{len(questions) - 4} more like this: - {gone}"]

@@ -17,6 +17,7 @@ a batch sent twice overwrites, ``elastic/bulk.py``).
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import random
@@ -164,3 +165,39 @@ def test_es_index_killed_at_a_random_point_and_resumed_stores_every_question_onc
     wanted = embeddings(url, questions)
     for question in questions:
         assert_stored_as_embedded(stored[question.id], wanted[question.id], question)
+
+
+def test_a_corrupted_record_fails_alone_named_and_nothing_of_it_is_stored(opensearch, sidecar, cli, tmp_path):
+    """Issue 48, finding 6: three records of a real file corrupted (an all-zero vector, a NaN and an
+    infinite term weight); before, each was stored without its vector or its BOW features and counted
+    as indexed (rc 0). Now each fails alone, named with its reason, and nothing of it is stored."""
+    url, model = sidecar
+    titles = askubuntu_titles(0, 300)
+    data = tmp_path / "titles.jsonl"
+    data.write_text("".join(json.dumps({"id": f"q{n}", "title": t}) + "\n" for n, t in enumerate(titles)),
+                    encoding="utf-8")
+    good, bad = tmp_path / "good.vectors.gz", tmp_path / "bad.vectors.gz"
+    assert run(["embed", f"jsonl:{data}", "--model", str(model), "--out", str(good), "--no-progress"]) == 0
+    with gzip.open(good, "rt", encoding="utf-8") as lines:
+        rows = [json.loads(line) for line in lines]
+    by_id = {row["id"]: row for row in rows if "id" in row}
+    by_id["q7"]["vector"] = [0.0] * len(by_id["q7"]["vector"])
+    for id_, weight in (("q11", float("nan")), ("q13", float("inf"))):
+        by_id[id_]["terms"][next(iter(by_id[id_]["terms"]))] = weight
+    with gzip.open(bad, "wt", encoding="utf-8") as out:
+        out.write("".join(json.dumps(row) + "\n" for row in rows))
+    index = "embed-corrupted"
+    setup(opensearch, url, model, index)
+    code, out, err = cli(["es", "index", f"jsonl:{data}", "--index", index, "--vectors", str(bad),
+                          "--no-progress", "--batch-size", "50",
+                          *common(opensearch, f"http://127.0.0.1:{free_port()}")])
+    assert code == 1 and "Traceback" not in err
+    assert "read 300  indexed 297  skipped 0  failed 3" in out
+    failed = {line.split(":")[0]: line for line in out.splitlines() if line.startswith("failed ")}
+    assert set(failed) == {"failed q7", "failed q11", "failed q13"}
+    assert "the vector of q7 is all zeros (a cosine index cannot store it)" in failed["failed q7"]
+    assert "of q11 is nan, not a finite number" in failed["failed q11"]
+    assert "of q13 is inf, not a finite number" in failed["failed q13"]
+    stored = sources(opensearch, index)
+    assert len(stored) == 297 and not {"q7", "q11", "q13"} & set(stored)
+    assert all("vector" in doc and "bow" in doc for doc in stored.values())

@@ -12,8 +12,12 @@ to faiss (k-NN's ``EngineResolver``: ``KNNEngine.DEFAULT`` is FAISS unless ``com
 
 from __future__ import annotations
 
-import pytest
+from pathlib import Path
 
+import pytest
+from engine_node import EngineNode
+
+from es_plugin_bridge.opensearch_node import layout, node
 from es_plugin_bridge.opensearch_node.layout import MODULES, PLUGIN_VERSION, SERVER_VERSION
 
 pytestmark = pytest.mark.engine
@@ -51,6 +55,56 @@ def test_a_native_engine_vector_on_a_knn_index_is_refused_and_the_node_lives(ope
         opensearch.ok("POST", "/tutorial-later/_doc?refresh=true", {"text": "still alive"})
     finally:
         opensearch.ok("DELETE", "/tutorial-later")
+    assert opensearch.ok("GET", "/_cluster/health")["status"] in ("green", "yellow")
+
+
+TUTORIAL_FIELD = {"type": "knn_vector", "dimension": 3}  # no method: faiss on 2.19
+
+
+def _refused(answer: dict) -> bool:
+    return "[passage_embedding]" in answer.get("error", {}).get("reason", "")
+
+
+def test_knn_without_the_index_prefix_is_read_as_opensearch_reads_it(opensearch):
+    """``"settings": {"knn": true}`` is ``index.knn`` (``MetadataCreateIndexService`` normalises the
+    request's settings: ``Settings.Builder.normalizePrefix("index.")``); it got past the guard (issue 48,
+    finding 8) and the first write stopped the node."""
+    if not _maven_node(opensearch):
+        pytest.skip("a distribution's k-NN has its native libraries: faiss works there")
+    status, answer = opensearch.call("PUT", "/tutorial-prefixless", {
+        "settings": {"knn": True}, "mappings": {"properties": {"passage_embedding": TUTORIAL_FIELD}}})
+    assert status == 400 and _refused(answer), answer
+    assert opensearch.call("GET", "/tutorial-prefixless")[0] == 404
+
+
+@pytest.mark.parametrize("kind", ["_index_template", "_template"])
+def test_knn_from_a_template_is_read_as_opensearch_merges_it(opensearch, kind):
+    """``index.knn`` (and the vector) from a composable or legacy template matching the new index's name:
+    refused at creation, and at a ``_doc`` that auto-creates the index; the node lives."""
+    if not _maven_node(opensearch):
+        pytest.skip("a distribution's k-NN has its native libraries: faiss works there")
+    name = f"guard-{kind.strip('_').replace('_', '-')}"
+    settings = {"settings": {"index.knn": True}}
+    both = {**settings, "mappings": {"properties": {"passage_embedding": TUTORIAL_FIELD}}}
+
+    def body(template: dict, pattern: str) -> dict:
+        if kind == "_index_template":
+            return {"index_patterns": [pattern], "priority": 500, "template": template}
+        return {"index_patterns": [pattern], "order": 500, **template}
+
+    opensearch.ok("PUT", f"/{kind}/{name}-settings", body(settings, f"{name}-s-*"))
+    opensearch.ok("PUT", f"/{kind}/{name}-both", body(both, f"{name}-b-*"))
+    try:
+        status, answer = opensearch.call("PUT", f"/{name}-s-1", {
+            "mappings": {"properties": {"passage_embedding": TUTORIAL_FIELD}}})
+        assert status == 400 and _refused(answer), answer
+        status, answer = opensearch.call("POST", f"/{name}-b-1/_doc?refresh=true",
+                                         {"passage_embedding": [0.1, 0.2, 0.3]})
+        assert status == 400 and _refused(answer), answer
+        assert opensearch.call("GET", f"/{name}-b-1")[0] == 404
+    finally:
+        opensearch.call("DELETE", f"/{kind}/{name}-settings")
+        opensearch.call("DELETE", f"/{kind}/{name}-both")
     assert opensearch.ok("GET", "/_cluster/health")["status"] in ("green", "yellow")
 
 
@@ -121,3 +175,41 @@ def test_reindex_copies_an_index(opensearch):
                            {"source": {"index": "reindex-from"}, "dest": {"index": "reindex-to"}})
     assert answer["created"] == 1
     assert opensearch.ok("GET", "/reindex-to/_doc/1")["_source"] == {"title": "grub rescue prompt"}
+
+
+def test_a_faiss_index_already_on_disk_is_deleted_at_start_and_named(tmp_path, monkeypatch):
+    """A k-NN index whose vector resolves to faiss, already in the node's data (made before the guard, or
+    by a hole it had: issue 48, finding 8), stopped the node again at the first write after each start.
+    Such an index is now deleted at start, named on one line of the node's console (its shards are also
+    refused before recovery, which would flush its translog into the native index). Made here by a node
+    that checks no new index (``-Desrerank.guard.new_indices=false``, as a node before the guard), with
+    no document written, then the node started again as it ships."""
+    missing = layout.missing_tools()
+    if missing:
+        pytest.skip(f"this test restarts a Maven-assembled node of its own: needs {' and '.join(missing)}")
+    home = layout.assemble(layout.default_home(Path(__file__).resolve().parents[2]), log=lambda line: None)
+    run_dir = tmp_path / "faiss-node"
+    monkeypatch.setenv("OPENSEARCH_JAVA_OPTS", "-Desrerank.guard.new_indices=false")
+    started = node.start(home, run_dir, heap="512m")
+    try:
+        own = EngineNode(started.url, "this test's node, checking no new index")
+        own.ok("PUT", "/old-faiss", {"settings": {"knn": True, "number_of_replicas": 0},
+                                     "mappings": {"properties": {"passage_embedding": TUTORIAL_FIELD}}})
+        own.ok("PUT", "/old-lucene", {"settings": {"index.knn": True, "number_of_replicas": 0},
+                                      "mappings": {"properties": {"v": {
+                                          "type": "knn_vector", "dimension": 3,
+                                          "method": {"name": "hnsw", "engine": "lucene"}}}}})
+    finally:
+        node.stop(started, timeout=30)
+    monkeypatch.delenv("OPENSEARCH_JAVA_OPTS")
+    again = node.start(home, run_dir, heap="512m")
+    try:
+        own = EngineNode(again.url, "this test's node, restarted")
+        assert own.call("GET", "/old-faiss")[0] == 404 and own.call("GET", "/old-lucene")[0] == 200
+        own.ok("POST", "/old-lucene/_doc/1?refresh=true", {"v": [0.1, 0.2, 0.3]})
+        assert own.ok("GET", "/_cluster/health")["status"] in ("green", "yellow")
+        (line,) = node.deleted_at_start(again)
+        assert line.startswith("esrerank-node: deleted index [old-faiss] at start: knn_vector field "
+                               "[passage_embedding] would use the faiss engine")
+    finally:
+        node.stop(again, timeout=30)

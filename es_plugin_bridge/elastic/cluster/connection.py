@@ -27,6 +27,7 @@ from es_plugin_bridge.elastic.cluster.dialect import (
     engine_of,
     is_opensearch,
 )
+from es_plugin_bridge.elastic.cluster.engine_errors import reason_of
 from es_plugin_bridge.errors import UserError
 
 DEFAULT_URL = "http://localhost:9200"
@@ -230,16 +231,16 @@ class Connection:
             return self._with_root(client)
         if client_version()[:2] < MIN_CLIENT:
             check_client_version(9)
-        from elasticsearch import Elasticsearch
+        from es_plugin_bridge.elastic.cluster.elasticsearch_client import RETRY_ON_STATUS, WholeElasticsearch
 
-        options: dict[str, Any] = {"request_timeout": self.timeout}
+        options: dict[str, Any] = {"request_timeout": self.timeout, "retry_on_status": RETRY_ON_STATUS}
         if self.api_key:
             options["api_key"] = self.api_key
         if self.username:
             options["basic_auth"] = (self.username, self.password)
         if self.ca_certs:
             options["ca_certs"] = self.ca_certs
-        return self._with_root(Elasticsearch(self.urls, **options))
+        return self._with_root(WholeElasticsearch(self.urls, **options))
 
     def _with_root(self, client: Any) -> Any:
         """``client`` carrying this connection's ``GET /`` answer when it is a cluster's root document."""
@@ -265,7 +266,8 @@ def es_errors(what: str) -> Iterator[None]:
         raise UserError(f"{what}: OpenSearch refused the credentials (401); check "
                         "--es-username/--es-password") from None
     except os_errors.TransportError as exc:
-        raise UserError(f"{what}: OpenSearch answered {exc.status_code}: {_reason_of(exc.info)}") from None
+        raise UserError(f"{what}: OpenSearch{_at(getattr(exc, 'node', None))} answered {exc.status_code}: "
+                        f"{reason_of(exc.info) or exc.error}") from None
     except (TransportConnectionError, ConnectionTimeout) as exc:
         raise UserError(f"{what}: Elasticsearch is unreachable ({exc.message})") from None
     except AuthenticationException:
@@ -276,23 +278,19 @@ def es_errors(what: str) -> Iterator[None]:
     except AuthorizationException as exc:
         raise UserError(f"{what}: not allowed (403): {_reason(exc)}") from None
     except ApiError as exc:
-        raise UserError(f"{what}: Elasticsearch answered {exc.meta.status}: {_reason(exc)}") from None
+        node = getattr(exc.meta, "node", None)
+        where = f"{node.host}:{node.port}" if node is not None and getattr(node, "host", None) else None
+        raise UserError(f"{what}: Elasticsearch{_at(where)} answered {exc.meta.status}: "
+                        f"{_reason(exc)}") from None
 
 
 def _reason(exc: Any) -> str:
-    return _reason_of(getattr(exc, "body", None)) or str(exc)
+    return reason_of(getattr(exc, "body", None)) or str(exc)
 
 
-def _reason_of(body: Any) -> str:
-    """``type: reason`` of an error answer's root cause (both engines answer errors alike)."""
-    if isinstance(body, dict):
-        error = body.get("error")
-        if isinstance(error, dict):
-            root = (error.get("root_cause") or [error])[0]
-            return f"{root.get('type', 'error')}: {root.get('reason', '')}".strip()
-        if error:
-            return str(error)
-    return str(body or "")
+def _at(node: str | None) -> str:
+    """`` at host:port`` of the node that answered, when known."""
+    return f" at {node}" if node else ""
 
 
 def call(what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:

@@ -4,7 +4,7 @@ Within one phase the engine moves to a shard's next copy when one fails, but not
 (``action/search/AbstractSearchAsyncAction.java``, ``onShardFailure``; the query phase of
 ``dfs_query_then_fetch`` and the fetch phase go to the copy that answered the phase before). A node killed
 between two phases therefore fails the whole search (partial results are refused,
-``opensearch_client.WHOLE``) with ``node_disconnected_exception`` or the like, although every shard still
+``whole_answers.WHOLE``) with ``node_disconnected_exception`` or the like, although every shard still
 has a live copy. The same search sent again is routed among the copies still active
 (``OperationRouting``), so it is retried, a bounded number of times with a short pause while the cluster
 manager removes the node. Any other error (a bad query, a missing index, a refused credential) is raised

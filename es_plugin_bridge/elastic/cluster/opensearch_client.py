@@ -17,14 +17,13 @@ from typing import Any
 
 from es_plugin_bridge.elastic.cluster import lost_copy
 from es_plugin_bridge.elastic.cluster.dialect import OPENSEARCH
-
-#: Every search asks for all shards' results or an error. By default a search whose shard failed on every
-#: copy tried answers 200 with the other shards' hits (``_shards.failed`` > 0): while a node dies, a
-#: shard whose DFS or query phase ran there is not retried on its replica in a later phase
-#: (``AbstractSearchAsyncAction``, ``allowPartialSearchResults``), so a window silently lacks that
-#: shard's documents and a mode reranks the wrong set. Refused, the search fails in one line instead
-#: (``tests/cluster/test_cluster_node_loss.py``).
-WHOLE = {"allow_partial_search_results": "false"}
+from es_plugin_bridge.elastic.cluster.engine_errors import node_of
+from es_plugin_bridge.elastic.cluster.whole_answers import (
+    WHOLE,
+    check_whole,
+    check_whole_msearch,
+    whole_msearch_lines,
+)
 
 
 class Answer(dict):
@@ -121,18 +120,22 @@ class OpenSearchClient:
         def send() -> Answer:
             return self._call(self._os.search, index=index, body=payload, params=params)
 
-        return lost_copy.retrying(send, lambda _answer: False, _error_info)
+        answer = lost_copy.retrying(send, lambda _answer: False, _error_info)
+        check_whole(answer, index)
+        return answer
 
     def msearch(self, *, index: str, searches: list[Any], search_type: str | None = None) -> Answer:
         """``POST /index/_msearch`` of header and body lines, as elasticsearch-py's ``searches=``
         (``search_type``: every search's, a URL parameter); each search refuses partial results
         (:data:`WHOLE`, in its header line)."""
         params = _drop_none({"search_type": search_type})
-        lines = [{**WHOLE, **line} if n % 2 == 0 else line for n, line in enumerate(searches)]
+        lines = whole_msearch_lines(searches)
         def send() -> Answer:
             return self._call(self._os.msearch, index=index, body=lines, params=params)
 
-        return lost_copy.retrying(send, lost_copy.msearch_lost_copy, _error_info)
+        answer = lost_copy.retrying(send, lost_copy.msearch_lost_copy, _error_info)
+        check_whole_msearch(answer, index)
+        return answer
 
     def get(self, *, index: str, id: str, source_includes: list[str] | None = None) -> Answer:
         params = _drop_none({"_source_includes": ",".join(source_includes) if source_includes else None})
@@ -208,13 +211,40 @@ class _Indices:
         return self._owner._call(self._os.put_mapping, index=index, body=body)
 
 
+#: Statuses opensearch-py sends again to the next node (its default is 502, 503 and 504). Not 503: a
+#: search refused for a missing shard answers 503 (``search_phase_execution_exception``) on every node, and
+#: opensearch-py marks each node that answered it dead, so the search went up to four times and the error
+#: shown was the last node's connection error. A node that does not answer (refused, reset) is still
+#: tried on the next: connection errors are always retried (``Transport.perform_request``).
+RETRY_ON_STATUS = (502, 504)
+
+
+def _named_connection() -> type:
+    """opensearch-py's connection class whose errors carry the node that answered (``.node``,
+    ``host:port``), which the exception alone does not say."""
+    from opensearchpy import Urllib3HttpConnection
+    from opensearchpy.exceptions import TransportError
+
+    class NamedConnection(Urllib3HttpConnection):  # type: ignore[misc]
+        def _raise_error(self, *args: Any, **kwargs: Any) -> None:
+            try:
+                super()._raise_error(*args, **kwargs)
+            except TransportError as exc:
+                exc.node = node_of(self.host)
+                raise
+
+    return NamedConnection
+
+
 def connect(url: str | list[str], *, username: str | None = None, password: str | None = None,
             ca_certs: str | None = None, timeout: float = 30.0) -> OpenSearchClient:
     """An :class:`OpenSearchClient` for ``url`` (nothing is sent yet); several URLs: nodes of one
-    cluster, each request retried on the next when a node does not answer (``Transport``)."""
+    cluster, each request retried on the next when a node does not answer (``Transport``), never on
+    an answer (:data:`RETRY_ON_STATUS`)."""
     from opensearchpy import OpenSearch
 
-    options: dict[str, Any] = {"timeout": timeout}
+    options: dict[str, Any] = {"timeout": timeout, "retry_on_status": RETRY_ON_STATUS,
+                               "connection_class": _named_connection()}
     if username:
         options["http_auth"] = (username, password)
     if ca_certs:

@@ -20,7 +20,7 @@ Three rules of the engine, read in OpenSearch 2.19's source (Elasticsearch's is 
   iterator holds every active copy, and ``action/search/AbstractSearchAsyncAction.java``
   (``onShardFailure``) moves to the next one when a copy fails within a phase, so a dead node's copy is
   not pinned. (Between the DFS, query and fetch phases the engine has no retry: partial results are
-  refused, ``opensearch_client.WHOLE``, so such a search fails rather than answering without a shard,
+  refused, ``whole_answers.WHOLE``, so such a search fails rather than answering without a shard,
   and ``lost_copy.py`` sends it again while the error says a copy was lost.)
 
 What is global already: a k-NN query's ``k`` is per shard and the coordinator keeps the global top
