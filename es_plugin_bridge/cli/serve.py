@@ -79,7 +79,7 @@ def _warn_if_readable(path: Path) -> None:
               help="Open connections at most.")
 @click.option("--max-queue", default=None, type=click.IntRange(min=1),
               help="Scoring requests received, waiting or computing at once; beyond, a request is answered "
-                   "503 with Retry-After at once [default: 4 × --threads].")
+                   "503 with Retry-After at once [default: 64 × --threads].")
 @click.option("--deadline-ms", default=4500, show_default=True, type=click.IntRange(1, 600_000),
               help="Deadline of a request that sends no X-Request-Timeout-Ms header: work past it is "
                    "dropped and answered 504 (below ml-commons' connector read_timeout of 5 s).")

@@ -80,7 +80,7 @@ class Limits:
     request_timeout: float = 10.0  # from a request's first byte to its last
     idle_timeout: float = 60.0  # keep-alive connection with no request under way
     max_connections: int = 500
-    max_queue: int = 8  # scoring requests received, waiting or computing at once (serving.admission)
+    max_queue: int = 128  # scoring requests received, waiting or computing at once (serving.admission)
 
 
 class ServerSettings(Protocol):

@@ -26,10 +26,13 @@ from es_plugin_bridge.serving.service import DEFAULT_CACHE_SIZE
 from es_plugin_bridge.serving.token_file import read_tokens
 
 _LIMITS = Limits()
-#: Requests in the queue per request thread by default: one computing and three waiting each. With the
-#: 2 default threads that is 8: eight concurrent searches (es search --threads 8) are all taken, while a
-#: ninth is told at once to retry rather than wait behind eight windows past its connector's timeout.
-QUEUE_PER_THREAD = 4
+#: Requests in the queue per request thread by default: 128 with the 2 default threads. OpenSearch's own
+#: processors fan out one call per document or hit (``text_embedding`` without ``batch_size``: one per
+#: document of a ``_bulk``; the cross-encoder tutorial's ``ml_inference``: one per hit), up to the
+#: connector's ``max_connection`` (30 by default) at once, each a text or a pair: a queue of a few
+#: requests a thread refused those tutorials' own calls. The deadline (``--deadline-ms``) bounds the
+#: time a queued request may wait; the queue bounds the memory held by bodies that wait.
+QUEUE_PER_THREAD = 64
 #: The ``esrerank serve`` option that sets each field (``max_body_bytes`` is given in MB there).
 OPTIONS = {"model_dir": "MODEL_DIR", "host": "--host", "port": "--port", "token": "--token",
            "token_file": "--token-file", "max_queue": "--max-queue", "deadline_ms": "--deadline-ms",
@@ -73,7 +76,7 @@ class Settings:
             object.__setattr__(self, "token_file", Path(self.token_file))
             read_tokens(self.token_file)  # a UserError naming the file or its bad line, before loading
         if self.max_queue is not None and self.max_queue < 1:
-            self._refuse("max_queue", "must be at least 1 (or None: 4 × threads)")
+            self._refuse("max_queue", "must be at least 1 (or None: 64 × threads)")
         if not 1 <= self.deadline_ms <= MAX_DEADLINE_MS:
             self._refuse("deadline_ms", f"must be in 1..{MAX_DEADLINE_MS} milliseconds")
         if not 0 <= self.port <= 65535:
