@@ -124,7 +124,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer windows and rounds (a smoke run)")
     parser.add_argument("--models", type=Path, default=ROOT / "runs" / "bench")
     args = parser.parse_args()
-    n, rounds = (8, 2) if args.quick else (30, 5)
+    n, rounds = (4, 1) if args.quick else (12, 3)
     fp32, int8 = transformer_exports(args.models)
     loads = [load_average()]
     results: dict[str, Any] = {}
