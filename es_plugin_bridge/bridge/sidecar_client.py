@@ -243,9 +243,9 @@ class SidecarClient:
         if status in (429, 503) and call.retry_after is not None:
             raise SidecarUnavailable(f"the sidecar is busy (queue full): it answered {status}, retry after "
                                      f"{call.retry_after[:20]} s")
-        if status == 504:  # serving.deadline: dropped at the deadline this client sent, not computed
+        if status == 504:  # serving.deadline (the request's deadline passed: not computed) or a gateway's
             detail = payload.decode("utf-8", "replace")[:300]
-            raise SidecarUnavailable(f"sidecar timed out: it dropped the request at its deadline ({detail})")
+            raise SidecarUnavailable(f"sidecar timed out: it answered 504: {detail}")
         return call.answer
 
     def rerank(
