@@ -28,13 +28,8 @@ def threaded_server(model: ModelDirectory, token: str, limits: Limits) -> Iterat
     """``esrerank serve``'s server (waitress behind the app) on a free port of 127.0.0.1, in a thread."""
     srv = Server(create_app(model, token=token, max_body_bytes=limits.max_body_bytes), host="127.0.0.1",
                  port=0, threads=2, token=token, limits=limits)
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    try:
+    with _running(srv):
         yield srv
-    finally:
-        srv.close()
-        thread.join(timeout=5)
 
 
 @contextlib.contextmanager
@@ -42,10 +37,17 @@ def app_server(app: Any) -> Iterator[Server]:
     """``Server.for_app(app)`` (the server ``esrerank serve`` runs, bound by the app's own Settings: give
     it ``port=0``) in a thread; closed on the way out."""
     srv = Server.for_app(app)
+    with _running(srv):
+        yield srv
+
+
+@contextlib.contextmanager
+def _running(srv: Server) -> Iterator[None]:
+    """``srv`` serving in a daemon thread; closed and joined on the way out."""
     thread = threading.Thread(target=srv.run, daemon=True)
     thread.start()
     try:
-        yield srv
+        yield
     finally:
         srv.close()
         thread.join(timeout=5)
