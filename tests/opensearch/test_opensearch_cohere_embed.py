@@ -100,14 +100,20 @@ def _encode(url: str, texts: list[str]) -> np.ndarray:
     return np.asarray([e["vector"] for e in answer["embeddings"]], dtype=np.float32)
 
 
-def test_blueprint_predict_gives_the_encode_vectors(opensearch, sidecar, blueprint_model, titles):
-    url, _ = sidecar
-    answer = opensearch.ok("POST", f"/_plugins/_ml/models/{blueprint_model}/_predict",
+def _predict_equals_encode(opensearch, url: str, model_id: str, titles: list[str]) -> None:
+    """ml-commons' ``_predict`` through the model gives one ``sentence_embedding`` per title, equal bit
+    for bit to the sidecar's own ``/v1/encode``."""
+    answer = opensearch.ok("POST", f"/_plugins/_ml/models/{model_id}/_predict",
                            {"parameters": {"texts": titles}})
     outputs = [o for result in answer["inference_results"] for o in result["output"]]
     assert [o["name"] for o in outputs] == ["sentence_embedding"] * len(titles), json.dumps(answer)[:500]
     got = np.asarray([o["data"] for o in outputs], dtype=np.float32)
     np.testing.assert_array_equal(got, _encode(url, titles))
+
+
+def test_blueprint_predict_gives_the_encode_vectors(opensearch, sidecar, blueprint_model, titles):
+    url, _ = sidecar
+    _predict_equals_encode(opensearch, url, blueprint_model, titles)
 
 
 def test_blueprint_ingest_pipeline_stores_the_encode_vectors(opensearch, sidecar, blueprint_model, titles):
@@ -151,12 +157,7 @@ def test_cohere_v2_embed_on_2_19_through_a_response_filter(opensearch, sidecar, 
     while opensearch.ok("GET", f"/_plugins/_ml/models/{model_id}").get("model_state") != "DEPLOYED":
         assert time.monotonic() < deadline, "the v2 model was not deployed in 60 s"
         time.sleep(0.5)
-    answer = opensearch.ok("POST", f"/_plugins/_ml/models/{model_id}/_predict",
-                           {"parameters": {"texts": titles}})
-    outputs = [o for result in answer["inference_results"] for o in result["output"]]
-    assert [o["name"] for o in outputs] == ["sentence_embedding"] * len(titles), json.dumps(answer)[:500]
-    got = np.asarray([o["data"] for o in outputs], dtype=np.float32)
-    np.testing.assert_array_equal(got, _encode(url, titles))
+    _predict_equals_encode(opensearch, url, model_id, titles)
 
 
 def _trusted(opensearch) -> list[str]:
