@@ -2,7 +2,7 @@
 
 Issue 48, item 3: 32 clients × 100 titles on ``/v1/rerank`` all got 200, p50 24.8 s and p95 36.5 s, long
 after ml-commons' connector had stopped waiting (``read_timeout`` 5 s), and the sidecar computed every
-window anyway. Here ``esrerank serve MODEL`` runs with its defaults (the bounded queue: 4 × threads;
+window anyway. Here ``esrerank serve MODEL`` runs with its defaults (the bounded queue: 64 × threads;
 the default deadline 4.5 s) and each client behaves as the connector does: it sends its deadline
 (``X-Request-Timeout-Ms``: its 5 s timeout less a margin), stops waiting at 5 s, and on a 503 with
 ``Retry-After`` waits that long before its next request. Each window is drawn at random from 100,000+

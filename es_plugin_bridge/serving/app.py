@@ -140,6 +140,10 @@ def _end_deadline(_: BaseException | None) -> None:
 
 def _abandoned(exc: deadline.WorkAbandoned) -> tuple[Response, int]:
     web.metrics().drop(exc.stage, request.method, request.path, request.remote_addr or "-", exc.message)
+    if isinstance(exc, deadline.PredictedLate):
+        response, status = web.error(503, exc.message, reason="busy")
+        response.headers["Retry-After"] = str(exc.retry_after_s)
+        return response, status
     return web.error(504, exc.message, reason="deadline")
 
 

@@ -25,11 +25,17 @@ rows it held. A request may give a ``check`` (``serving.deadline``: its deadline
 worker calls it before running that request's next batch, and a batch whose check raises is not run;
 the request gets the error, its other batches are skipped too. Workers are daemon threads started on
 first use; :meth:`EncoderPool.close` stops them.
+
+The pool also knows its pace (a moving average of seconds per fed row of its recent calls) and its
+backlog (rows queued or running), so :meth:`EncoderPool.predicted_s` says when work handed to it now
+would be done: a request that cannot finish before its deadline is refused before it queues
+(``serving.deadline.refuse_if_late``) rather than computed for nobody.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -39,6 +45,9 @@ import numpy as np
 from es_plugin_bridge.serving.encode_schedule import Run
 from es_plugin_bridge.serving.inputs import Encoded
 from es_plugin_bridge.serving.model_dir import ModelDirectory
+
+#: The weight of the newest call in the pace's moving average (about the last 10 calls count).
+PACE_WEIGHT = 0.1
 
 
 @dataclass
@@ -81,6 +90,17 @@ class EncoderPool:
         self.calls = 0  # encoder calls run (a merged call counts once)
         self.rows = 0  # questions those calls encoded
         self.merged = 0  # calls that held batches of more than one request
+        self.pace_s: float | None = None  # moving average of a call's seconds per fed row (None: no call yet)
+        self._running_rows = 0  # fed rows of the calls running now
+
+    def predicted_s(self, rows: int) -> float | None:
+        """Seconds until ``rows`` more rows handed to the pool now would be encoded: the backlog and
+        them at the recent pace, spread over the workers (None before the first call has been timed)."""
+        with self._ready:
+            if self.pace_s is None:
+                return None
+            backlog = self._running_rows + sum(len(batch.encoded) for batch in self._queue)
+            return (backlog + rows) * self.pace_s / self.workers
 
     def vectors(self, encoded: Sequence[Encoded], check: Callable[[], None] | None = None) -> np.ndarray:
         """Neural vectors [N, D] float32 of ``encoded``, as ``ModelDirectory.vectors_from_ids`` gives them.
@@ -155,11 +175,20 @@ class EncoderPool:
             if not taken:
                 continue
             error: BaseException | None = None
+            fed = [e for batch in taken for e in batch.encoded]
+            with self._ready:
+                self._running_rows += len(fed)
+            started = time.perf_counter()
             try:
-                vectors = self.model.run_feed([e for batch in taken for e in batch.encoded])
+                vectors = self.model.run_feed(fed)
             except BaseException as exc:  # handed to the requests that wait on it, never lost
                 error = exc
             with self._ready:
+                self._running_rows -= len(fed)
+                if error is None:
+                    pace = (time.perf_counter() - started) / len(fed)
+                    last = pace if self.pace_s is None else self.pace_s
+                    self.pace_s = PACE_WEIGHT * pace + (1 - PACE_WEIGHT) * last
                 self.calls += 1
                 self.rows += sum(len(batch.rows) for batch in taken)
                 self.merged += len({id(batch.job) for batch in taken}) > 1

@@ -10,6 +10,10 @@ read timeout so that an answer is sent while the connector still reads. The work
 - before it starts (after waiting for a request thread), then before each encoder batch: a request
   past its deadline, or whose client closed its connection (waitress's ``client_disconnected``), is
   dropped there and answered 504, never computed further;
+- before it queues for the encoder: where the encoder's backlog at its recent pace would finish this
+  request's misses after its deadline, it is refused at once, 503 with ``Retry-After``
+  (:class:`PredictedLate`, stage ``predicted_late``): the client can fall back or retry now rather than
+  wait out its timeout for a 504, and nothing is computed for it;
 - after it is done: an answer finished past the deadline is not sent as a late 200 but as 504 too,
   and counted as computed for nobody (``esrerank_work_dropped{stage="finished_late"}``).
 
@@ -75,6 +79,28 @@ class Deadline:
                                        f"{math.ceil(late)} ms ago, {stage.replace('_', ' ')}: not computed")
 
 
+class PredictedLate(WorkAbandoned):
+    """A request refused before it queues: the encoder's backlog would finish it past its deadline."""
+
+    def __init__(self, message: str, retry_after_s: int) -> None:
+        super().__init__("predicted_late", message)
+        self.retry_after_s = retry_after_s
+
+
+def refuse_if_late(predicted_s: float | None) -> None:
+    """:class:`PredictedLate` when the current request's work, done in ``predicted_s`` from now, would
+    end past its deadline (no deadline, or no prediction yet: nothing refused)."""
+    deadline = _CURRENT.get()
+    if deadline is None or predicted_s is None:
+        return
+    left_s = deadline.left_ms() / 1000
+    if predicted_s > left_s:
+        wait = max(1, min(30, math.ceil(predicted_s - left_s)))
+        raise PredictedLate(f"the sidecar is busy: its encoder would finish this request in "
+                            f"{predicted_s * 1000:.0f} ms, past its deadline ({deadline.timeout_ms} ms, "
+                            f"{max(0.0, left_s) * 1000:.0f} ms left); retry after {wait} s", wait)
+
+
 _CURRENT: contextvars.ContextVar[Deadline | None] = contextvars.ContextVar("esrerank_deadline", default=None)
 
 
@@ -100,5 +126,5 @@ def checker(stage: str) -> Callable[[], None] | None:
     return None if deadline is None else (lambda: deadline.check(stage))
 
 
-__all__ = ["DEFAULT_DEADLINE_MS", "HEADER", "MAX_DEADLINE_MS", "Deadline", "WorkAbandoned", "check",
-           "checker", "current", "parse_header", "set_current"]
+__all__ = ["DEFAULT_DEADLINE_MS", "HEADER", "MAX_DEADLINE_MS", "Deadline", "PredictedLate", "WorkAbandoned",
+           "check", "checker", "current", "parse_header", "refuse_if_late", "set_current"]

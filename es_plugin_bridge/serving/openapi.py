@@ -104,7 +104,8 @@ def _errors() -> dict[str, Any]:
                            ("415", "body is not JSON, or has a Content-Encoding (compressed bodies are not "
                                    "taken)"),
                            ("431", "request headers too large"),
-                           ("503", "the sidecar is busy (its --max-queue is full): retry after the "
+                           ("503", "the sidecar is busy (its --max-queue is full, or its encoder's backlog "
+                                   "would finish the request past its deadline): retry after the "
                                    "Retry-After header's seconds"),
                            ("504", "the request's deadline passed (its X-Request-Timeout-Ms header, "
                                    "milliseconds from its first byte, else --deadline-ms) or its client "

@@ -8,7 +8,7 @@ document) pair, but has no vector to embed: ``/v1/encode`` and ``/v1/embed`` are
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 import numpy as np
@@ -23,6 +23,7 @@ from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.serving import deadline
 from es_plugin_bridge.serving.batching import EncoderPool
 from es_plugin_bridge.serving.cache import Encoding, EncodingCache, encoding_key, raw_key
+from es_plugin_bridge.serving.inputs import Encoded
 from es_plugin_bridge.serving.jsonbody import connector_float
 from es_plugin_bridge.serving.model_dir import COMPONENTS, BagOfWords, ModelDirectory
 from es_plugin_bridge.serving.relevance import (
@@ -170,11 +171,12 @@ class Service:
         docs = [d if isinstance(d, Question) else to_question(d) for d in documents]
         return self._linear(self._parts(q, docs, None, None)[0], stage)
 
-    def encode(self, questions: Sequence[Question]) -> tuple[np.ndarray, list[BagOfWords], list[bool]]:
+    def encode(self, questions: Sequence[Question], ids_seen: dict[int, Encoded] | None = None,
+               ) -> tuple[np.ndarray, list[BagOfWords], list[bool]]:
         """Vectors [N, D], bags of words and whether each came from the cache (:meth:`encodings`);
         RequestError for a pairwise model, which has no vector per text."""
         self._check_vectors()
-        states, bags, cached = self.encodings(questions)
+        states, bags, cached = self.encodings(questions, ids_seen)
         matrix = (np.stack(states) if states else np.zeros((0, self.model.dimension), dtype=np.float32))
         return matrix, bags, cached
 
@@ -186,8 +188,8 @@ class Service:
                                         "embed (nor serve Elasticsearch's bridge or hybrid modes); it "
                                         "reranks: /v1/rerank, /v2/rerank (Elasticsearch's native mode)")
 
-    def encodings(self, questions: Sequence[Question]) -> tuple[list[np.ndarray], list[BagOfWords],
-                                                                 list[bool]]:
+    def encodings(self, questions: Sequence[Question], ids_seen: dict[int, Encoded] | None = None,
+                  ) -> tuple[list[np.ndarray], list[BagOfWords], list[bool]]:
         """What scoring keeps of each question (its vector, or a pairwise model's side of a pair:
         ``ModelDirectory.states_from_ids``), its bag of words and whether they came from the cache.
 
@@ -203,7 +205,13 @@ class Service:
         rest = [i for i, entry in enumerate(found) if entry is None]
         if rest:
             deadline.check("before_preprocessing")  # the request's deadline, if served over HTTP
-        ids = {i: self.model.token_ids(questions[i]) for i in rest}
+        by_raw: dict[Hashable, Encoded] = {}  # a text sent twice in one request is tokenised once
+        for i in rest:
+            if raws[i] not in by_raw:
+                by_raw[raws[i]] = self.model.token_ids(questions[i])
+        ids = {i: by_raw[raws[i]] for i in rest}
+        if ids_seen is not None:  # the caller's too (what the model read), so nothing is tokenised twice
+            ids_seen.update(ids)
         keys = {i: encoding_key(self._model_key, ids[i]) for i in rest}
         for i, entry in zip(rest, self.cache.get_many([keys[i] for i in rest]), strict=True):
             found[i] = entry
@@ -214,6 +222,7 @@ class Service:
             misses = [ids[i] for i in todo]
             deadline.check("before_batch")
             if self.encoder is not None:  # the shared encoder workers, checking it before each batch
+                deadline.refuse_if_late(self.encoder.predicted_s(len(misses)))
                 states = list(self.encoder.vectors(misses, deadline.checker("before_batch")))
             else:
                 states = self.model.states_from_ids(misses)
@@ -348,6 +357,8 @@ class Service:
             questions = [_question(keep_end(t, lambda rest: cut_reason(inputs, _question(rest)) is None))
                          for t in texts]
         questions = [read_question(inputs, q) for q in questions]  # NONE and START read the whole text
-        vectors, _, _ = self.encode(questions)
-        read = sum(tokens_read(self.model.token_ids(q)) for q in questions)
+        seen: dict[int, Encoded] = {}
+        vectors, _, _ = self.encode(questions, seen)
+        read = sum(tokens_read(seen[i] if i in seen else self.model.token_ids(q))
+                   for i, q in enumerate(questions))
         return vectors.astype(float).tolist(), read

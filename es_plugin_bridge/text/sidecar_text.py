@@ -53,10 +53,15 @@ _QUICK_CHARS = 1_000
 
 
 def _starts_with_a_word(title: str, preprocessor: Preprocessor) -> bool:
+    """Whether the start of ``title`` before any markup or entity (``<``, ``&``: what comes before them
+    reads the same whatever follows, and shell snippets are full of ``&&``) gives a token."""
     head = title[:_QUICK_CHARS]
+    markup = min((at for at in (head.find("<"), head.find("&")) if at >= 0), default=-1)
+    if markup >= 0:
+        head = head[:markup]
     if len(head) < len(title):
         head = head[:max(head.rfind(" "), 0)]  # no word cut in two (a stop word's start is no stop word)
-    return "<" not in head and "&" not in head and bool(preprocessor.text_tokens(head))
+    return bool(head) and bool(preprocessor.text_tokens(head))
 
 
 def reads_nothing(question: Question, preprocessor: Preprocessor) -> bool:

@@ -7,7 +7,9 @@
   answered 504 naming it and is never computed (the encoding cache sees no miss), as is the request of
   a client that hung up while it waited; a deadline that passes during the work is a 504, never a
   late 200; a bad header value is a 400 naming the header;
-- the encoder workers skip the batches of a request whose check fails (the deadline between batches).
+- the encoder workers skip the batches of a request whose check fails (the deadline between batches);
+- a request the encoder's backlog, at its timed pace, would finish past its deadline is refused 503
+  with ``Retry-After`` before it queues.
 
 To hold the server's one request thread for as long as the test says, the real app sits behind a
 gate: its first request waits for the test to open it (the work behind the gate is the app's own).
@@ -234,3 +236,30 @@ def test_the_encoder_workers_skip_the_batches_of_a_request_past_its_check(export
         assert (pool.vectors(encoded) == model.vectors_from_ids(encoded)).all()  # without a check: all
     finally:
         pool.close()
+
+
+def test_a_request_its_encoder_backlog_would_finish_late_is_refused_503_before_it_queues(model):
+    """The pool's pace (seconds per fed row, timed on its own calls) and backlog predict when a request's
+    misses would be encoded; one predicted past its deadline is answered 503 with Retry-After before it
+    queues, nothing encoded for it. A machine 10,000 times slower is stood for by its pace alone."""
+    app = create_app(model, cache_size=0, encoder_workers=2)
+    client = app.test_client()
+    body = {"query": QUESTIONS[0], "documents": QUESTIONS[1:101]}
+    assert client.post("/v1/rerank", json=body).status_code == 200
+    pool = app.extensions["esrerank"].encoder
+    measured = pool.pace_s
+    assert measured is not None and measured > 0
+    assert pool.predicted_s(200) > pool.predicted_s(100) > 0  # more rows, later
+    calls = pool.calls
+    pool.pace_s = measured * 10_000
+    slow = pool.predicted_s(101)
+    answer = client.post("/v1/rerank", json=body, headers={"X-Request-Timeout-Ms": "4000"})
+    assert answer.status_code == 503, answer.get_json()
+    assert answer.headers["Retry-After"] == str(max(1, min(30, int(slow - 4) + 1)))
+    error = answer.get_json()["error"]
+    assert error.startswith("the sidecar is busy: its encoder would finish this request in ")
+    assert "past its deadline (4000 ms" in error and error.endswith(" s")
+    assert pool.calls == calls  # nothing encoded for it
+    pool.pace_s = measured
+    assert client.post("/v1/rerank", json=body, headers={"X-Request-Timeout-Ms": "4000"}).status_code == 200
+    assert pool.calls > calls
