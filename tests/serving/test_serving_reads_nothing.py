@@ -95,3 +95,24 @@ def test_rerank_documents_that_read_as_nothing_are_unscored_blank(client, titles
     metrics = client.get("/metrics").get_data(as_text=True)
     assert any(line.startswith("esrerank_documents_unscored_total") and 'reason="blank"' in line
                for line in metrics.splitlines()), metrics[:2000]
+
+
+def test_the_quick_look_at_a_texts_start_agrees_with_reading_it_whole(model):
+    """``reads_nothing`` first reads a text's start up to its first ``<`` or ``&`` (shell snippets are
+    full of ``&&``): where that start gives a token, so does the whole text. On every real AskUbuntu
+    question of the sample (titles, and title + HTML body as one text), the quick answer is the whole
+    reading's; and texts that are markup or entities first, then a word, still read as a word."""
+    from es_plugin_bridge.data.questions import question_from_text
+    from es_plugin_bridge.text.sidecar_text import _starts_with_a_word
+
+    rows = VAL.read_text(encoding="utf-8").splitlines()
+    texts = [part for row in rows for part in row.split("\t")[1:3]]
+    snippets = [t for t in texts if "&" in t[:1000] or "<" in t[:1000]]
+    assert len(snippets) > 100
+    pre = model.preprocessor
+    for text in texts + ["&amp;&amp; grub", "<p>&nbsp;</p> grub", "&& ls -la", "!!! && ???"]:
+        question = question_from_text(text)
+        whole = not pre.title_tokens(question) and not pre.body_tokens(question)
+        assert reads_nothing(question, pre) == whole, text[:80]
+        if _starts_with_a_word(question.title, pre):
+            assert pre.title_tokens(question), text[:80]
