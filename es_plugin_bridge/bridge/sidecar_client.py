@@ -241,7 +241,8 @@ class SidecarClient:
         assert call.answer is not None
         status, payload = call.answer
         if status in (429, 503) and call.retry_after is not None:
-            raise SidecarUnavailable(f"the sidecar is busy (queue full): it answered {status}, retry after "
+            why = "predicted past the deadline" if b"past its deadline" in payload else "queue full"
+            raise SidecarUnavailable(f"the sidecar is busy ({why}): it answered {status}, retry after "
                                      f"{call.retry_after[:20]} s")
         if status == 504:  # serving.deadline (the request's deadline passed: not computed) or a gateway's
             detail = payload.decode("utf-8", "replace")[:300]

@@ -265,3 +265,18 @@ def test_a_request_its_encoder_backlog_would_finish_late_is_refused_503_before_i
     pool.pace_s = measured
     assert client.post("/v1/rerank", json=body, headers={"X-Request-Timeout-Ms": "4000"}).status_code == 200
     assert pool.calls > calls
+    # The bridge says which refusal it was, in its fallback reason (the sidecar on a real server).
+    pool.pace_s = measured * 10_000
+    srv = Server(app, host="127.0.0.1", port=0, threads=2)
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    try:
+        with pytest.raises(SidecarUnavailable) as busy:
+            SidecarClient(srv.url, timeout=5.0).rerank(_questions(QUESTIONS[:1])[0],
+                                                       _questions(QUESTIONS[1:101]))
+    finally:
+        srv.close()
+        thread.join(timeout=5)
+    assert str(busy.value).startswith("the sidecar is busy (predicted past the deadline): it answered 503, "
+                                      "retry after ")
+    assert pool.calls > calls
