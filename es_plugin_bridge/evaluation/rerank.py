@@ -98,6 +98,12 @@ def evaluate_rerank(queries: Sequence[RankingQuery], ranker_names: Sequence[str]
 
     run_rankers(task, ranker_names, collection, tokens, evaluate_one, model_dir=model_dir, params=params,
                 context_options=context_options)
+    for q in kept:
+        task.texts[q.query.id] = q.query.title
+        task.texts.update((c.id, c.title) for c in q.candidates)
+        task.judgments[q.query.id] = {"relevant": [c.id for c, label in zip(q.candidates, q.labels,
+                                                                            strict=True) if label > 0],
+                                      "judged": [c.id for c in q.candidates]}
     if explain:
         from es_plugin_bridge.evaluation.explain import explain_rerank
 

@@ -38,6 +38,12 @@ class TaskResult:
     notes: list[str] = field(default_factory=list)
     explain: list[dict[str, Any]] = field(default_factory=list)
     computed_by: dict[str, str] = field(default_factory=dict)
+    #: For the review page (``evaluation.review_data``), not the JSON contract: each query's and
+    #: candidate's title by id, each query's relevant ids and its judged ids, and where the inputs came
+    #: from (``command``, ``model``: the model manifest's sha256).
+    texts: dict[str, str] = field(default_factory=dict)
+    judgments: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+    inputs: dict[str, str] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
         """``{"task", "n_queries", "rankers": {name: {metric: percent}}}``, the contract's keys, then

@@ -195,5 +195,13 @@ def evaluate_retrieval(documents: Sequence[Question], queries: Sequence[Retrieva
                    for j, q in zip(judged, queries, strict=True)]
         return RankerResult(aggregate(values, METRICS), records)
 
-    return run_rankers(task, ranker_names, collection, tokens, evaluate_one, model_dir=model_dir,
-                       params=params, context_options=context_options)
+    run_rankers(task, ranker_names, collection, tokens, evaluate_one, model_dir=model_dir,
+                params=params, context_options=context_options)
+    titles = {doc.id: doc.title for doc in collection}
+    shown = {i for r in task.rankers.values() for record in r.per_query for i in record["top_ids"]}
+    for q in queries:
+        task.texts[q.id] = q.query.title
+        shown.update(q.relevant_ids)
+        task.judgments[q.id] = {"relevant": sorted(q.relevant_ids), "judged": sorted(q.relevant_ids)}
+    task.texts.update((i, titles[i]) for i in shown if i in titles)
+    return task
