@@ -151,7 +151,7 @@ def command_line(ctx: click.Context) -> str:
 
     from es_plugin_bridge.cli.rerun import SECRETS
 
-    words = [ctx.command_path]
+    words = ctx.command_path.split()
     for param in ctx.command.params:
         value = ctx.params.get(param.name or "")
         if value in (None, False, (), "") or value == param.default or not isinstance(param, click.Option):
