@@ -24,6 +24,9 @@ from es_plugin_bridge.evaluation.significance import MAIN_METRIC, first_stage_of
 BUNDLE_NAME = "review.json"
 BOOTSTRAP = 2000
 FORMAT = 1
+#: The ``--explain`` fields the page shows per candidate (fused = Σ β · component).
+EXPLAINED = ("first_stage", "first_stage_norm", "bow", "neural", "fused", "beta_first_stage", "beta_bow",
+             "beta_neural")
 
 
 def _sha(value: Any) -> str:
@@ -41,11 +44,15 @@ def bootstrap_ci(values: Sequence[float], *, resamples: int = BOOTSTRAP, seed: i
 
 
 def signature(result: TaskResult) -> dict[str, str]:
-    """Hashes of the query set (ids and texts) and of the judgments, plus the model and the command."""
+    """Hashes of the query set (ids and texts) and of the judgments, plus the model manifest's hash, the
+    β of the explained fused ranker (where the run has --explain) and the command."""
     ids = sorted(result.judgments)
+    first = result.explain[0] if result.explain else {}
+    beta = {k[5:]: v for k, v in first.items() if k.startswith("beta_")}
     return {"queries": _sha([[q, result.texts.get(q, "")] for q in ids]),
             "judgments": _sha({q: result.judgments[q]["relevant"] for q in ids}),
-            **{k: v for k, v in result.inputs.items() if k in ("model", "command")}}
+            **{k: v for k, v in result.inputs.items() if k in ("model", "command")},
+            **({"beta": json.dumps(beta, sort_keys=True)} if beta else {})}
 
 
 def bundle(result: TaskResult, label: str = "run") -> dict[str, Any]:
@@ -75,7 +82,7 @@ def bundle(result: TaskResult, label: str = "run") -> dict[str, Any]:
     explain: dict[str, dict[str, Any]] = {}
     for rec in result.explain:
         explain.setdefault(rec["query_id"], {})[rec["candidate_id"]] = {
-            k: rec[k] for k in ("first_stage", "first_stage_norm", "bow", "neural", "fused")}
+            k: rec[k] for k in EXPLAINED if k in rec}
     return {"format": FORMAT, "label": label, "task": result.task, "metric": metric, "baseline": base,
             "n_queries": result.n_queries, "metric_names": list(result.metric_names),
             "signature": signature(result), "rankers": rankers, "queries": queries, "texts": result.texts,

@@ -223,7 +223,7 @@ def test_explain_shows_each_component_and_recomputes_the_fused_score(trained, tm
     out = tmp_path / "rerank.json"
     code, stdout, err = cli(["evaluate", "--task", "rerank", "--data", f"semeval:{SEMEVAL_DEV}",
                              "--rankers", "fused", "--model", str(trained), "--json", str(out), "--explain",
-                             "--no-progress"])
+                             "--report", str(tmp_path / "report"), "--no-progress"])
     assert code == 0, err
     assert "fused score of query" in stdout
     records = [json.loads(line) for line in (tmp_path / "rerank.explain.jsonl").read_text().splitlines()]
@@ -233,6 +233,14 @@ def test_explain_shows_each_component_and_recomputes_the_fused_score(trained, tm
         expected = (weights["first_stage"] * r["first_stage_norm"] + weights["bow"] * r["bow"]
                     + weights["neural"] * r["neural"])
         assert r["fused"] == pytest.approx(expected, abs=1e-9)
+        assert {k: r[f"beta_{k}"] for k in weights} == pytest.approx(weights)
+    # the review page's data carries the same decomposition and the model's manifest hash and β
+    review = json.loads((tmp_path / "report" / "review.json").read_text())
+    r = records[0]
+    shown = review["explain"][r["query_id"]][r["candidate_id"]]
+    assert shown["fused"] == r["fused"] and shown["beta_neural"] == weights["neural"]
+    assert json.loads(review["signature"]["beta"]) == pytest.approx(weights)
+    assert "--explain" in review["signature"]["command"]
     code, _, err = cli(["evaluate", "--task", "rerank", "--data", f"semeval:{SEMEVAL_DEV}", "--explain",
                         "--json", str(out)])
     assert code == 2 and "--explain" in err

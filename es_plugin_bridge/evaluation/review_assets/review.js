@@ -51,7 +51,10 @@ function drawQueries() {
 
 function explainCell(q, cid) {
   const e = (D.explain[q.id] || {})[cid];
-  return e ? ` <span class="note explain">first stage ${fmt(e.first_stage, 3)} (norm ${fmt(e.first_stage_norm, 3)}), bag of words ${fmt(e.bow, 3)}, neural ${fmt(e.neural, 3)} → fused ${fmt(e.fused, 3)}</span>` : "";
+  if (!e) return "";
+  const parts = `first stage ${fmt(e.first_stage, 3)} (norm ${fmt(e.first_stage_norm, 3)}), bag of words ${fmt(e.bow, 3)}, neural ${fmt(e.neural, 3)}`;
+  const sum = e.beta_bow === undefined ? "" : ` = ${fmt(e.beta_first_stage, 3)}·${fmt(e.first_stage_norm, 3)} + ${fmt(e.beta_bow, 3)}·${fmt(e.bow, 3)} + ${fmt(e.beta_neural, 3)}·${fmt(e.neural, 3)} = <span class="wsum">${fmt(e.beta_first_stage * e.first_stage_norm + e.beta_bow * e.bow + e.beta_neural * e.neural, 4)}</span>`;
+  return ` <span class="note explain">${parts}; weighted sum${sum}; fused <span class="fused">${fmt(e.fused, 4)}</span></span>`;
 }
 
 function openQuery(i) {
@@ -80,8 +83,8 @@ function downloadJudgments() {
 }
 
 function signatureView() {
-  $("signature").innerHTML = "<table><thead><tr><th scope='col'>run</th><th scope='col'>query set</th><th scope='col'>judgments</th><th scope='col'>model manifest</th><th scope='col'>command</th></tr></thead><tbody>"
-    + D.runs.map((r) => `<tr><td>${esc(r.label)}</td><td><code>${esc(r.signature.queries.slice(0, 16))}</code></td><td><code>${esc(r.signature.judgments.slice(0, 16))}</code></td><td><code>${esc((r.signature.model || "–").slice(0, 16))}</code></td><td class="text"><code>${esc(r.signature.command || "–")}</code></td></tr>`).join("") + "</tbody></table>";
+  $("signature").innerHTML = "<table><thead><tr><th scope='col'>run</th><th scope='col'>query set</th><th scope='col'>judgments</th><th scope='col'>model manifest</th><th scope='col'>β</th><th scope='col'>command</th></tr></thead><tbody>"
+    + D.runs.map((r) => `<tr><td>${esc(r.label)}</td><td><code>${esc(r.signature.queries.slice(0, 16))}</code></td><td><code>${esc(r.signature.judgments.slice(0, 16))}</code></td><td><code>${esc((r.signature.model || "–").slice(0, 16))}</code></td><td><code>${esc(r.signature.beta || "–")}</code></td><td class="text"><code>${esc(r.signature.command || "–")}</code></td></tr>`).join("") + "</tbody></table>";
   $("refusals").innerHTML = D.refusals.map((x) => `<p class="refusal" role="alert">${esc(x)}</p>`).join("");
 }
 
