@@ -18,6 +18,9 @@ class RankerResult:
     metrics: dict[str, float]
     per_query: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
+    #: Wall seconds of each query's ranking, in ``per_query`` order, where the task timed them (the review
+    #: page's p50/p95; not in the per-query JSONL, whose fields the results index maps).
+    latencies: list[float] = field(default_factory=list)
 
 
 @dataclass

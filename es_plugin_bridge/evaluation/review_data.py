@@ -43,6 +43,14 @@ def bootstrap_ci(values: Sequence[float], *, resamples: int = BOOTSTRAP, seed: i
     return [round(float(np.percentile(means, 2.5)), 2), round(float(np.percentile(means, 97.5)), 2)]
 
 
+def _percentiles(latencies: Sequence[float]) -> dict[str, float]:
+    """p50 and p95 of the per-query wall time in ms, where the run timed each query."""
+    if not latencies:
+        return {}
+    ms = 1000 * np.asarray(latencies, dtype=np.float64)
+    return {f"p{q}_ms": round(float(np.percentile(ms, q)), 3) for q in (50, 95)}
+
+
 def signature(result: TaskResult) -> dict[str, str]:
     """Hashes of the query set (ids and texts) and of the judgments, plus the model manifest's hash, the
     β of the explained fused ranker (where the run has --explain) and the command."""
@@ -67,6 +75,7 @@ def bundle(result: TaskResult, label: str = "run") -> dict[str, Any]:
         test = paired(result, name, base) if base is not None and name != base else None
         rankers[name] = {"metrics": aggregates[name], "seconds": round(r.seconds, 3),
                          "ms_per_query": round(1000 * r.seconds / max(result.n_queries, 1), 3),
+                         **_percentiles(r.latencies),
                          "ci": {m: bootstrap_ci([rec["metrics"][m] for rec in r.per_query])
                                 for m in result.metric_names if m != "threshold" and r.per_query},
                          "p_vs_baseline": None if test is None else test["p_value"]}

@@ -87,6 +87,11 @@ def test_page_requests_nothing_and_summary_equals_the_json(runs, browser):
     p = page.locator("#summary-table tr[data-ranker='lmdirichlet'] td.p").inner_text()
     expected = result["significance"]["rankers"]["lmdirichlet"]["vs_first_stage"]["p_value"]
     assert float(p) == pytest.approx(expected)
+    bundle = json.loads((runs["a"] / "review.json").read_text())
+    for ranker, values in bundle["rankers"].items():  # latency beside quality: the per-query p50 and p95
+        row = page.locator(f"#summary-table tr[data-ranker='{ranker}']")
+        assert float(row.locator("td.p50").inner_text()) == pytest.approx(values["p50_ms"], abs=0.001)
+        assert values["p50_ms"] <= values["p95_ms"]
     assert requested == [(runs["a"] / "report.html").as_uri()]
     page.context.close()
 
