@@ -1,8 +1,9 @@
 """The review page in a real browser (Debian's chromium driven by playwright, no mock), built from real
 ``esrerank evaluate`` runs on the packaged AskUbuntu sample: it opens from file:// and requests nothing
 else, its summary equals the run's JSON, the most-changed query shows both lists with the known duplicate
-marked, two judgments download as a pairs TSV the reader reads back, and two incomparable runs are
-refused. Skips, naming why, where chromium or playwright is missing."""
+marked, two judgments download as a pairs TSV the reader reads back, two incomparable runs are
+refused, and axe-core (from the axe-playwright-python wheel, offline) finds no serious violation.
+Skips, naming why, where chromium or playwright is missing."""
 
 from __future__ import annotations
 
@@ -191,3 +192,18 @@ def test_report_refuses_a_directory_without_a_bundle(tmp_path, capsys):
     assert exc.value.code != 0
     assert "no review.json" in capsys.readouterr().err
     assert not (tmp_path / "r.html").exists()
+
+
+def test_axe_core_finds_no_serious_violation(runs, browser):
+    """axe-core itself (the copy inside the axe-playwright-python wheel, so nothing is fetched), injected
+    into the page with the detail panel and its judging buttons open."""
+    axe = pytest.importorskip("axe_playwright_python", reason="axe-playwright-python is not installed")
+    script = (Path(axe.__file__).parent / "axe.min.js").read_text(encoding="utf-8")
+    page, _, _ = _open(browser, runs["a"] / "report.html")
+    page.locator("#queries tbody tr").first.click()
+    page.evaluate(script)  # evaluate, not a script tag: the page's own CSP allows only its inline scripts
+    found = page.evaluate("async () => (await axe.run(document, {resultTypes: ['violations']})).violations"
+                          ".map(v => ({id: v.id, impact: v.impact, n: v.nodes.length}))")
+    serious = [v for v in found if v["impact"] in ("serious", "critical")]
+    assert serious == [], serious
+    page.context.close()
