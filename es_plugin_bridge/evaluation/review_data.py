@@ -79,14 +79,15 @@ def bundle(result: TaskResult, label: str = "run") -> dict[str, Any]:
                          "ci": {m: bootstrap_ci([rec["metrics"][m] for rec in r.per_query])
                                 for m in result.metric_names if m != "threshold" and r.per_query},
                          "p_vs_baseline": None if test is None else test["p_value"]}
+    records = {name: {str(x["query_id"]): x for x in r.per_query} for name, r in result.rankers.items()}
     queries = []
     for qid, judged in result.judgments.items():
         by = {}
-        for name, r in result.rankers.items():
-            rec = next((x for x in r.per_query if str(x["query_id"]) == qid), None)
+        for name in result.rankers:
+            rec = records[name].get(qid)
             if rec is not None:
-                by[name] = {"ranking": list(rec.get("ranking") or rec.get("top_ids") or [])[:10],
-                            "rank": rec.get("rank_first_relevant"), "value": rec["metrics"][metric]}
+                by[name] = {"ranking": _listed(rec), "rank": rec.get("rank_first_relevant"),
+                            "value": rec["metrics"][metric]}
         queries.append({"id": qid, "text": result.texts.get(qid, ""), **judged, "by": by})
     explain: dict[str, dict[str, Any]] = {}
     for rec in result.explain:
@@ -98,6 +99,12 @@ def bundle(result: TaskResult, label: str = "run") -> dict[str, Any]:
             "explain": explain, "notes": list(result.notes),
             "ci_method": f"95% percentile bootstrap over queries ({BOOTSTRAP} resamples, seed 0)",
             "p_method": "paired Fisher randomization test, two-sided, on per-query " + metric}
+
+
+def _listed(record: Mapping[str, Any]) -> list[str]:
+    """A per-query record's top 10: rerank's ``ranking``, retrieval's ``top_ids``, classify's one q2."""
+    listed = record.get("ranking") or record.get("top_ids") or [record.get("q2_id")]
+    return [str(i) for i in listed if i is not None][:10]
 
 
 def read_bundle(path: Path) -> dict[str, Any]:
