@@ -1,5 +1,6 @@
 # The README's two commands: `make demo` and `make test` (ruff, the docs site built with --strict into
-# the git-ignored site/, then the tests).
+# the git-ignored site/, then the tests). `make test` installs Debian's chromium where /usr/bin/chromium is
+# missing (the review page's browser tests drive it through playwright; without it they skip).
 # Each creates .venv when it is missing and installs the project into it. torch is installed FIRST with
 # an exact pin: torch==2.13.0 is the CPU build on this machine's disk; a looser pin would let pip pick a
 # multi-GB CUDA build. The install is redone only when pyproject.toml changes (stamp file).
@@ -26,6 +27,8 @@ test:
 	 echo "the OpenSearch layout did not finish (build/opensearch-assemble.log); the engine tests will say why"; \
 	 exit $$installed
 	bash .ci/java_jars.sh
+	@[ -x /usr/bin/chromium ] || apt-get install -y --no-install-recommends chromium || \
+	 echo "make: chromium could not be installed; the review page's browser tests will skip, saying why"
 	$(BIN)/ruff check .
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir site
 	$(BIN)/pytest -q -rs --durations=30 -n 2

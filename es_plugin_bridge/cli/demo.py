@@ -40,5 +40,8 @@ def demo(out: Path, steps: tuple[str, ...], papers: bool, skip_training: bool, t
         ctx.console.print(f"  {path}", soft_wrap=True, highlight=False)
     for line in headline(ctx):
         ctx.console.print(f"\n[bold]{escape(line)}[/bold]", soft_wrap=True, highlight=False)
+    if "report" in ctx.facts:
+        ctx.console.print(f"\nreview page (self-contained HTML): {ctx.facts['report']}", soft_wrap=True,
+                          highlight=False)
     ctx.console.print(f"\nsummary with every command, table and plot: {ctx.out / 'summary.md'}",
                       soft_wrap=True, highlight=False)

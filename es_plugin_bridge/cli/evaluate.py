@@ -72,7 +72,8 @@ def parse_params(items: Sequence[str], names: Sequence[str]) -> dict[str, dict[s
               help="Per-query JSONL (default: next to --json as OUT.per_query.jsonl).")
 @click.option("--plot", "plot_path", type=click.Path(path_type=Path, dir_okay=False), help="PNG bar chart.")
 @click.option("--report", "report_dir", type=click.Path(path_type=Path, file_okay=False), metavar="DIR",
-              help="Comparison report: DIR/comparison.html (self-contained) and DIR/comparison.png.")
+              help="Comparison report: DIR/comparison.html and DIR/comparison.png; the review page "
+                   "DIR/report.html and its data DIR/review.json (esrerank report joins runs).")
 @click.option("--drop-no-relevant", is_flag=True, help="rerank: drop queries without a relevant candidate.")
 @click.option("--max-queries", type=click.IntRange(min=1),
               help="retrieval: evaluate a deterministic subset of N queries.")
@@ -132,6 +133,7 @@ def evaluate(task: str, data_spec: str | None, queries_spec: str | None, corpus_
                           context_options={"fused_first_stage": fused_first_stage, **extra})
         if after is not None:
             after(result)
+    result.inputs["command"] = command_line(click.get_current_context())
     console = Console()
     report.print_result(result, console)
     if explain:
@@ -140,6 +142,26 @@ def evaluate(task: str, data_spec: str | None, queries_spec: str | None, corpus_
         print_explain(result.explain, console)
     for path in outputs.write(result):  # every result is computed: the files appear together or not at all
         console.print(f"wrote {path}", soft_wrap=True, highlight=False)
+
+
+def command_line(ctx: click.Context) -> str:
+    """The run's command as given (options not at their default), for the review page's signature; a
+    secret (token, password) is never written, only the environment variable that holds it."""
+    import shlex
+
+    from es_plugin_bridge.cli.rerun import SECRETS
+
+    words = ctx.command_path.split()
+    for param in ctx.command.params:
+        value = ctx.params.get(param.name or "")
+        if value in (None, False, (), "") or value == param.default or not isinstance(param, click.Option):
+            continue
+        if param.name in SECRETS:
+            words += [param.opts[0], f"${SECRETS[param.name]}"]
+            continue
+        for one in value if isinstance(value, tuple) else (value,):
+            words += [param.opts[0]] if value is True else [param.opts[0], str(one)]
+    return shlex.join(words)
 
 
 def _check_task_options(task: str, given: dict[str, object]) -> None:

@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "search": ("es_plugin_bridge.cli.search", "search_command"),
     "es": ("es_plugin_bridge.cli.es", "es_group"),
     "kibana": ("es_plugin_bridge.cli.kibana", "kibana_command"),
+    "report": ("es_plugin_bridge.cli.report", "report_command"),
 }
 
 

@@ -87,6 +87,7 @@ def evaluate_step(ctx: DemoContext, key: str, title: str, command: str, section:
     result = run_task(show_progress=ctx.show_progress, **run)  # type: ignore[arg-type]
     seconds = time.perf_counter() - start
     ctx.results[key] = result
+    result.inputs["command"] = command
     report.print_result(result, ctx.console, title=f"{title} — {seconds:.1f} s")
     json_path = ctx.out / f"{key}.json"
     png = report.write_plot(result, ctx.out / f"{key}.png", title=title)

@@ -338,6 +338,23 @@ def write_plots(ctx: DemoContext) -> None:
     ctx.add("retrieval", f"![Per query: the transformer against BM25]({path.name})", "")
 
 
+def write_review(ctx: DemoContext) -> Path | None:
+    """``report.html``: the review page of the retrieval run (else the rerank run), where a reader sees
+    each query's lists side by side and can judge what the data left unjudged."""
+    from es_plugin_bridge.evaluation.review_data import bundle, join
+    from es_plugin_bridge.evaluation.review_page import write_page
+
+    key = next((k for k in (RETRIEVAL_KEY, RERANK_KEY) if k in ctx.results), None)
+    if key is None:
+        return None
+    path = write_page(join([bundle(ctx.results[key], key)]), ctx.out / "report.html")
+    ctx.written.append(path)
+    ctx.facts["report"] = path
+    ctx.add("retrieval" if key == RETRIEVAL_KEY else "rerank", f"Review page (open in a browser): "
+            f"[{path.name}]({path.name})", "")
+    return path
+
+
 def write_summary(ctx: DemoContext) -> Path:
     """``summary.md``: the headline, then every step's command, table and plot, in Markdown."""
     from es_plugin_bridge.evaluation.report import write_atomic
@@ -378,5 +395,6 @@ def run_demo(out: Path, *, steps: list[str] | None = None, show_progress: bool =
     for _, step in chosen:
         step(ctx)
     write_plots(ctx)
+    write_review(ctx)
     ctx.written.append(write_summary(ctx))
     return ctx

@@ -100,5 +100,9 @@ def evaluate_classify(test: Sequence[Pair], dev: Sequence[Pair], ranker_names: S
                    for i, (p, s) in enumerate(zip(test, scores, strict=True))]
         return RankerResult(metrics, records)
 
-    return run_rankers(task, ranker_names, collection, tokens, evaluate_one, model_dir=model_dir,
-                       params=params, context_options=context_options)
+    run_rankers(task, ranker_names, collection, tokens, evaluate_one, model_dir=model_dir, params=params,
+                context_options=context_options)
+    for i, p in enumerate(test):  # the review page: each pair is a query whose one candidate is its q2
+        task.texts.update({f"p{i + 1}": p.q1.title, p.q2.id: p.q2.title})
+        task.judgments[f"p{i + 1}"] = {"relevant": [p.q2.id] if p.label > 0 else [], "judged": [p.q2.id]}
+    return task

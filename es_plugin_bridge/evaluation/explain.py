@@ -1,7 +1,8 @@
 """``--explain``: every input of the ``fused`` score, per candidate, for the rerank task.
 
 Shows why a candidate moved: its first-stage score (raw and min-max normalised within the query),
-its BOW and neural similarities, the fused score, its label, and its rank before and after.
+its BOW and neural similarities, the β that weigh them (fused = β_fs·norm + β_bow·bow + β_neural·neural),
+the fused score, its label, and its rank before and after.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ def explain_rerank(queries: Sequence[RankingQuery], fused: Ranker) -> list[dict[
     records = []
     for query in queries:
         parts = fused.components(query)  # type: ignore[attr-defined]
+        beta = fused.weights(query)  # type: ignore[attr-defined]
         before = {c: r for r, c in enumerate(rank_order(list(parts["first_stage"])), start=1)}
         after = {c: r for r, c in enumerate(rank_order(list(parts["fused"])), start=1)}
         for i, cand in enumerate(query.candidates):
@@ -37,6 +39,7 @@ def explain_rerank(queries: Sequence[RankingQuery], fused: Ranker) -> list[dict[
                 "first_stage_norm": float(parts["first_stage_norm"][i]),
                 "bow": float(parts["bow"][i]), "neural": float(parts["neural"][i]),
                 "fused": float(parts["fused"][i]), "rank_before": before[i], "rank_after": after[i],
+                **{f"beta_{k}": beta[k] for k in ("first_stage", "bow", "neural") if k in beta},
             })
     return records
 

@@ -10,6 +10,19 @@ from es_plugin_bridge.evaluation import report
 from es_plugin_bridge.evaluation.results import TaskResult
 
 
+def write_review(result: TaskResult, out_dir: Path, label: str = "run") -> list[Path]:
+    """``DIR/review.json`` (the bundle ``esrerank report`` joins) and ``DIR/report.html`` (its page)."""
+    import json
+
+    from es_plugin_bridge.evaluation.review_data import BUNDLE_NAME, bundle, join
+    from es_plugin_bridge.evaluation.review_page import PAGE_NAME, write_page
+
+    data = bundle(result, label)
+    text = json.dumps(data, ensure_ascii=False) + "\n"
+    return [report.write_atomic(Path(out_dir) / BUNDLE_NAME, lambda f: f.write(text)),
+            write_page(join([data]), Path(out_dir) / PAGE_NAME)]
+
+
 @dataclass(frozen=True)
 class Outputs:
     """Where each output goes (None: not written). ``per_query`` defaults to next to ``json``; ``explain``
@@ -42,6 +55,7 @@ class Outputs:
                 from es_plugin_bridge.evaluation.compare import write_report
 
                 written.extend(write_report(result, self.report_dir))
+                written.extend(write_review(result, self.report_dir))
             explain_path = self.explain_path()
             if explain_path is not None:
                 from es_plugin_bridge.evaluation.explain import write_explain

@@ -9,6 +9,7 @@ collection statistics are those of the whole file.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -80,9 +81,11 @@ def evaluate_rerank(queries: Sequence[RankingQuery], ranker_names: Sequence[str]
     fused: list[Ranker] = []  # the run's fused ranker, kept for --explain (outside its timing)
 
     def evaluate_one(name: str, ranker: Ranker) -> RankerResult:
-        judged, orders = [], []
+        judged, orders, latencies = [], [], []
         for query in progress(kept, desc=f"rerank {name}", total=len(kept), enabled=show_progress):
+            start = time.perf_counter()
             j, order = _judge(query, ranker, name)
+            latencies.append(time.perf_counter() - start)
             judged.append(j)
             orders.append(order)
         if name == "fused":
@@ -94,10 +97,16 @@ def evaluate_rerank(queries: Sequence[RankingQuery], ranker_names: Sequence[str]
                     "n_relevant": len(j.relevant),
                     "ranking": [q.candidates[i].id for i in order]}
                    for j, q, order in zip(judged, kept, orders, strict=True)]
-        return RankerResult(aggregate(values, METRICS), records)
+        return RankerResult(aggregate(values, METRICS), records, latencies=latencies)
 
     run_rankers(task, ranker_names, collection, tokens, evaluate_one, model_dir=model_dir, params=params,
                 context_options=context_options)
+    for q in kept:
+        task.texts[q.query.id] = q.query.title
+        task.texts.update((c.id, c.title) for c in q.candidates)
+        task.judgments[q.query.id] = {"relevant": [c.id for c, label in zip(q.candidates, q.labels,
+                                                                            strict=True) if label > 0],
+                                      "judged": [c.id for c in q.candidates]}
     if explain:
         from es_plugin_bridge.evaluation.explain import explain_rerank
 

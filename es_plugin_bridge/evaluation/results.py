@@ -18,6 +18,9 @@ class RankerResult:
     metrics: dict[str, float]
     per_query: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
+    #: Wall seconds of each query's ranking, in ``per_query`` order, where the task timed them (the review
+    #: page's p50/p95; not in the per-query JSONL, whose fields the results index maps).
+    latencies: list[float] = field(default_factory=list)
 
 
 @dataclass
@@ -38,6 +41,12 @@ class TaskResult:
     notes: list[str] = field(default_factory=list)
     explain: list[dict[str, Any]] = field(default_factory=list)
     computed_by: dict[str, str] = field(default_factory=dict)
+    #: For the review page (``evaluation.review_data``), not the JSON contract: each query's and
+    #: candidate's title by id, each query's relevant ids and its judged ids, and where the inputs came
+    #: from (``command``, ``model``: the model manifest's sha256).
+    texts: dict[str, str] = field(default_factory=dict)
+    judgments: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+    inputs: dict[str, str] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
         """``{"task", "n_queries", "rankers": {name: {metric: percent}}}``, the contract's keys, then

@@ -19,6 +19,7 @@ engine's order.
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -181,9 +182,11 @@ def evaluate_retrieval(documents: Sequence[Question], queries: Sequence[Retrieva
     task.notes.append(f"{len(queries)} queries searched {len(collection)} distinct questions")
 
     def evaluate_one(name: str, ranker: Ranker) -> RankerResult:
-        judged = []
+        judged, latencies = [], []
         for q in progress(queries, desc=f"retrieval {name}", total=len(queries), enabled=show_progress):
+            start = time.perf_counter()
             hits = ranker.search(q.query, k=DEPTH, exclude={q.query.id})
+            latencies.append(time.perf_counter() - start)
             judged.append(Judged(q.id, [doc for doc, _ in hits], q.relevant_ids))
         values = per_query(judged, RETRIEVAL_MEASURES)
         records = [{"query_id": j.query_id, "ranker": name,
@@ -193,7 +196,15 @@ def evaluate_retrieval(documents: Sequence[Question], queries: Sequence[Retrieva
                     "n_relevant": len(q.relevant_ids), "top_ids": list(j.ranked_ids)}
                    | ({"relevant_ids": sorted(q.relevant_ids)} if q.also_relevant else {})
                    for j, q in zip(judged, queries, strict=True)]
-        return RankerResult(aggregate(values, METRICS), records)
+        return RankerResult(aggregate(values, METRICS), records, latencies=latencies)
 
-    return run_rankers(task, ranker_names, collection, tokens, evaluate_one, model_dir=model_dir,
-                       params=params, context_options=context_options)
+    run_rankers(task, ranker_names, collection, tokens, evaluate_one, model_dir=model_dir,
+                params=params, context_options=context_options)
+    titles = {doc.id: doc.title for doc in collection}
+    shown = {i for r in task.rankers.values() for record in r.per_query for i in record["top_ids"]}
+    for q in queries:
+        task.texts[q.id] = q.query.title
+        shown.update(q.relevant_ids)
+        task.judgments[q.id] = {"relevant": sorted(q.relevant_ids), "judged": sorted(q.relevant_ids)}
+    task.texts.update((i, titles[i]) for i in shown if i in titles)
+    return task

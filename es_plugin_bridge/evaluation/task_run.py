@@ -98,6 +98,11 @@ def run_task(task: str, names: Sequence[str], *, data_spec: str | None = None,
     else:
         result = evaluate_classify(read(data_spec).pairs, read(dev_spec).pairs, names, tokens, **common)
     result.notes[:0] = read.notes
+    manifest = model_dir / "manifest.json" if model_dir is not None else None
+    if manifest is not None and manifest.is_file():
+        import hashlib
+
+        result.inputs["model"] = hashlib.sha256(manifest.read_bytes()).hexdigest()
     return result
 
 

@@ -139,6 +139,10 @@ class FusedRanker(Ranker):
             "fused": fuse(features, self.stages[stage]),
         }
 
+    def weights(self, query: RankingQuery) -> dict[str, float]:
+        """The β this query's fused score uses (its first stage's), for --explain's weighted sum."""
+        return {k: float(v) for k, v in self.stages[self._stage_for(query)].items()}
+
     def rerank(self, query: RankingQuery) -> np.ndarray:
         return self.components(query)["fused"]
 

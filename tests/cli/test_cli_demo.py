@@ -85,10 +85,11 @@ def test_skip_training_is_the_fast_demo_on_the_split_queries(tmp_path):
     assert "| given | 71.35 | 76.67 |" in summary
     assert "esrerank evaluate --task retrieval --queries pairs:" in summary
     for name in ("rerank-semeval-dev.per_query.jsonl", "rerank-semeval-dev.png", "retrieval-askubuntu.png",
-                 "retrieval-askubuntu-acc-at-k.png", "askubuntu/test.tsv", "summary.md"):
+                 "retrieval-askubuntu-acc-at-k.png", "askubuntu/test.tsv", "summary.md", "report.html"):
         assert (tmp_path / name).stat().st_size > 0
         assert name.split("/")[-1] in printed
     assert "](retrieval-askubuntu-acc-at-k.png)" in summary
+    assert f"review page (self-contained HTML): {tmp_path / 'report.html'}" in printed
     assert not (tmp_path / "transformer-vs-bm25.png").exists()
     assert "fused Acc@1" not in printed and "MiniLM" not in printed
 

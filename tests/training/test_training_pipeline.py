@@ -219,11 +219,34 @@ def test_cli_model_types_match_the_models_package():
     assert CLI_TYPES == PAPER_TYPES
 
 
+def _decomposition_in_the_browser(page_path: Path) -> None:
+    """The review page of the --explain run, in Debian's chromium where it and playwright are here: every
+    candidate of the opened query shows its β-weighted sum, equal to its fused score."""
+    if not Path("/usr/bin/chromium").exists():
+        return
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium",
+                                    args=["--no-sandbox", "--disable-gpu"])
+        try:
+            page = browser.new_page()
+            page.goto(page_path.as_uri())
+            page.wait_for_selector("body[data-ready='1']")
+            page.locator("#queries tbody tr").first.click()
+            spans = page.locator("#detail section.list").first.locator(".explain")
+            assert spans.count() == 10
+            for i in range(spans.count()):
+                weighted = float(spans.nth(i).locator(".wsum").inner_text())
+                assert weighted == pytest.approx(float(spans.nth(i).locator(".fused").inner_text()), abs=2e-4)
+        finally:
+            browser.close()
+
+
 def test_explain_shows_each_component_and_recomputes_the_fused_score(trained, tmp_path, cli):
     out = tmp_path / "rerank.json"
     code, stdout, err = cli(["evaluate", "--task", "rerank", "--data", f"semeval:{SEMEVAL_DEV}",
                              "--rankers", "fused", "--model", str(trained), "--json", str(out), "--explain",
-                             "--no-progress"])
+                             "--report", str(tmp_path / "report"), "--no-progress"])
     assert code == 0, err
     assert "fused score of query" in stdout
     records = [json.loads(line) for line in (tmp_path / "rerank.explain.jsonl").read_text().splitlines()]
@@ -233,6 +256,15 @@ def test_explain_shows_each_component_and_recomputes_the_fused_score(trained, tm
         expected = (weights["first_stage"] * r["first_stage_norm"] + weights["bow"] * r["bow"]
                     + weights["neural"] * r["neural"])
         assert r["fused"] == pytest.approx(expected, abs=1e-9)
+        assert {k: r[f"beta_{k}"] for k in weights} == pytest.approx(weights)
+    # the review page's data carries the same decomposition and the model's manifest hash and β
+    review = json.loads((tmp_path / "report" / "review.json").read_text())
+    r = records[0]
+    shown = review["explain"][r["query_id"]][r["candidate_id"]]
+    assert shown["fused"] == r["fused"] and shown["beta_neural"] == weights["neural"]
+    assert json.loads(review["signature"]["beta"]) == pytest.approx(weights)
+    assert "--explain" in review["signature"]["command"]
+    _decomposition_in_the_browser(tmp_path / "report" / "report.html")
     code, _, err = cli(["evaluate", "--task", "rerank", "--data", f"semeval:{SEMEVAL_DEV}", "--explain",
                         "--json", str(out)])
     assert code == 2 and "--explain" in err
