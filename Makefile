@@ -27,8 +27,9 @@ test:
 	 echo "the OpenSearch layout did not finish (build/opensearch-assemble.log); the engine tests will say why"; \
 	 exit $$installed
 	bash .ci/java_jars.sh
-	@[ -x /usr/bin/chromium ] || apt-get install -y --no-install-recommends chromium || \
-	 echo "make: chromium could not be installed; the review page's browser tests will skip, saying why"
+	@[ -x /usr/bin/chromium ] || apt-get install -y -q --no-install-recommends chromium >build/chromium-install.log 2>&1 || \
+	 { apt-get update -q && apt-get install -y -q --no-install-recommends chromium; } >>build/chromium-install.log 2>&1 || \
+	 echo "make: chromium could not be installed (build/chromium-install.log); the review page's browser tests will skip, saying why"
 	$(BIN)/ruff check .
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir site
 	$(BIN)/pytest -q -rs --durations=30 -n 2
