@@ -15,14 +15,31 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.plugins import Registry
 
-if TYPE_CHECKING:
-    from es_plugin_bridge.elastic.cluster.connection import ClusterInfo
-    from es_plugin_bridge.elastic.setup import IndexMeta
+
+class ClusterInfo(Protocol):
+    """What the registry reads of ``cluster.connection.ClusterInfo`` (named by shape, not imported: the
+    connection reads the registry for ``require``, and the registry stays below it)."""
+
+    @property
+    def engine(self) -> str: ...
+
+    def require(self, mode: str) -> None: ...
+
+
+class IndexMeta(Protocol):
+    """What the registry reads of ``setup.IndexMeta``; a mode's ``rule`` receives the whole meta."""
+
+    pairwise: bool
+    model: str
+    model_type: str
+
+    @property
+    def no_vectors_reason(self) -> str | None: ...
 
 __all__ = ["ModeOption", "ModeSpec", "mode_names", "mode_options", "mode_spec", "readiness_lines",
            "register_mode", "vector_modes"]
