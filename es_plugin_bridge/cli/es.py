@@ -2,7 +2,8 @@
 
 - ``es setup MODEL_DIR``: the questions index for that model, and the sidecar as an inference endpoint;
 - ``es index SPEC...``: questions with their vectors and BOW terms (from the sidecar), in batches;
-- ``es search QUERY --mode native|vectors|bridge|hybrid|hybrid-rrf``: one reranked query;
+- ``es search QUERY --mode MODE``: one reranked query, in any registered mode (``elastic/modes/``: the
+  choices and each mode's own options are read from the registry);
 - ``es evaluate``: ``esrerank evaluate`` with every ranker run through Elasticsearch and ``fused``
   computed by ``--mode``; per-query results also go to an index that Kibana reads.
 """
@@ -23,9 +24,9 @@ from es_plugin_bridge.cli.es_options import (
 from es_plugin_bridge.cli.mode_options import ModeChoice, ModeCommand
 from es_plugin_bridge.cli.query_text import query_text
 from es_plugin_bridge.core.fusion import FIRST_STAGES
+from es_plugin_bridge.elastic.cluster.connection import DEFAULT_INDEX
 from es_plugin_bridge.errors import UserError
 
-DEFAULT_INDEX = "esrerank-questions"
 MODE_CHOICE = ModeChoice()
 STAGE_CHOICE = click.Choice(FIRST_STAGES)
 

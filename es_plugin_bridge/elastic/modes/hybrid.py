@@ -60,6 +60,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from es_plugin_bridge.core.direction import has_direction
 from es_plugin_bridge.core.fusion import minmax
 from es_plugin_bridge.elastic import queries
 from es_plugin_bridge.elastic.cluster.connection import ClusterInfo, call
@@ -98,9 +99,6 @@ KNN_OPTION = ModeOption(
     "mode) wherever the index has a graph (cosine models); exact for hybrid and hybrid-rrf.")
 #: The ``rrf`` retriever's first GA release; before it (or without enterprise) the client fuses.
 RRF_RETRIEVER_SINCE = (8, 16, 0)
-def has_direction(vector: Sequence[float]) -> bool:
-    """Whether a query vector can be searched under cosine (a zero vector has no direction)."""
-    return any(float(x) != 0.0 for x in vector)
 
 
 def first_stage_score(hit: Mapping[str, Any], name: str = FIRST_STAGE_NAME) -> float:

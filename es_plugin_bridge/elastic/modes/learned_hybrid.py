@@ -42,6 +42,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from es_plugin_bridge.core.direction import has_direction
 from es_plugin_bridge.core.hybrid_fusion import HybridFusion, fuse_lists, pipeline_body
 from es_plugin_bridge.elastic import opensearch_dsl, queries
 from es_plugin_bridge.elastic.cluster.connection import call
@@ -49,7 +50,7 @@ from es_plugin_bridge.elastic.linear_retriever import linear_retriever, linear_s
 from es_plugin_bridge.elastic.mappings import VECTOR_FIELD
 from es_plugin_bridge.elastic.modes import ModeSpec, register_mode
 from es_plugin_bridge.elastic.modes.base import Ask, Mode, ModeOptions, ModeResult, hits_of
-from es_plugin_bridge.elastic.modes.hybrid import KNN_METHODS, KNN_OPTION, HybridMode, has_direction
+from es_plugin_bridge.elastic.modes.hybrid import KNN_METHODS, KNN_OPTION, HybridMode
 from es_plugin_bridge.elastic.sidecar_embedder import SidecarEmbedder
 from es_plugin_bridge.errors import UserError
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from es_plugin_bridge.elastic import queries
@@ -101,23 +100,6 @@ def register_rerank(client: Any, index: str, sidecar_url: str, token: str | None
     request(client, f"creating search pipeline {pipeline}", client.raw.search_pipeline.put, id=pipeline,
             body=pipeline_body(model_id))
     return {"connector_id": connector_id, "model_id": model_id, "search_pipeline": pipeline}
-
-
-def unregister_rerank(client: Any, registered: Mapping[str, str]) -> None:
-    """Remove what :func:`register_rerank` made (a run's own): the pipeline, the model, the connector.
-    Best effort: a cluster that refuses leaves them, and the run's result stands."""
-    from opensearchpy.exceptions import TransportError
-
-    ml = client.raw.plugins.ml
-    steps = [(client.raw.search_pipeline.delete, {"id": registered["search_pipeline"]}),
-             (ml.undeploy_model, {"model_id": registered["model_id"]}),
-             (ml.delete_model, {"model_id": registered["model_id"]}),
-             (ml.delete_connector, {"connector_id": registered["connector_id"]})]
-    for fn, kwargs in steps:
-        try:
-            fn(**kwargs)
-        except TransportError:
-            continue
 
 
 class RerankMode(Mode):
