@@ -1,2 +1,1 @@
-"""The Elasticsearch and OpenSearch side of the product: mappings, first stage, the search modes
-(``modes/``, one module each; the registry lists them), bulk indexing."""
+"""The Elasticsearch side of the product: mappings, first stage, the three rerank modes, bulk indexing."""
