@@ -11,9 +11,9 @@ read timeout so that an answer is sent while the connector still reads. The work
   past its deadline, or whose client closed its connection (waitress's ``client_disconnected``), is
   dropped there and answered 504, never computed further;
 - before it queues for the encoder: where the encoder's backlog at its recent pace would finish this
-  request's misses after its deadline, it is refused at once, 503 with ``Retry-After``
-  (:class:`PredictedLate`, stage ``predicted_late``): the client can fall back or retry now rather than
-  wait out its timeout for a 504, and nothing is computed for it;
+  request's misses later than :func:`answer_margin_s` before its deadline, it is refused at once, 503
+  with ``Retry-After`` (:class:`PredictedLate`, stage ``predicted_late``): the client can fall back or
+  retry now rather than wait out its timeout for a 504, and nothing is computed for it;
 - after it is done: an answer finished past the deadline is not sent as a late 200 but as 504 too,
   and counted as computed for nobody (``esrerank_work_dropped{stage="finished_late"}``).
 
@@ -87,18 +87,34 @@ class PredictedLate(WorkAbandoned):
         self.retry_after_s = retry_after_s
 
 
+#: The least time kept, after the encoder is done, for the rest of the answer (fusing, serialising,
+#: sending) and for the wait the server cannot see (before the event loop read the request's first byte).
+MIN_ANSWER_MARGIN_S = 0.1
+#: ... or this share of the request's deadline, when more: a 4,750 ms deadline keeps 238 ms.
+ANSWER_MARGIN_SHARE = 0.05
+
+
+def answer_margin_s(timeout_ms: int) -> float:
+    """What the encoder must leave of a request's deadline: without it work admitted to end right at the
+    deadline reached the client just after it (issue 48: 1 of 360 answers, by the client's clock)."""
+    return max(MIN_ANSWER_MARGIN_S, ANSWER_MARGIN_SHARE * timeout_ms / 1000)
+
+
 def refuse_if_late(predicted_s: float | None) -> None:
     """:class:`PredictedLate` when the current request's work, done in ``predicted_s`` from now, would
-    end past its deadline (no deadline, or no prediction yet: nothing refused)."""
+    end later than :func:`answer_margin_s` before its deadline (no deadline, or no prediction yet:
+    nothing refused)."""
     deadline = _CURRENT.get()
     if deadline is None or predicted_s is None:
         return
     left_s = deadline.left_ms() / 1000
-    if predicted_s > left_s:
-        wait = max(1, min(30, math.ceil(predicted_s - left_s)))
+    margin_s = answer_margin_s(deadline.timeout_ms)
+    if predicted_s > left_s - margin_s:
+        wait = max(1, min(30, math.ceil(predicted_s + margin_s - left_s)))
         raise PredictedLate(f"the sidecar is busy: its encoder would finish this request in "
                             f"{predicted_s * 1000:.0f} ms, past its deadline ({deadline.timeout_ms} ms, "
-                            f"{max(0.0, left_s) * 1000:.0f} ms left); retry after {wait} s", wait)
+                            f"{max(0.0, left_s) * 1000:.0f} ms left, {margin_s * 1000:.0f} ms of them kept "
+                            f"for the answer); retry after {wait} s", wait)
 
 
 _CURRENT: contextvars.ContextVar[Deadline | None] = contextvars.ContextVar("esrerank_deadline", default=None)
@@ -127,4 +143,4 @@ def checker(stage: str) -> Callable[[], None] | None:
 
 
 __all__ = ["DEFAULT_DEADLINE_MS", "HEADER", "MAX_DEADLINE_MS", "Deadline", "PredictedLate", "WorkAbandoned",
-           "check", "checker", "current", "parse_header", "refuse_if_late", "set_current"]
+           "answer_margin_s", "check", "checker", "current", "parse_header", "refuse_if_late", "set_current"]

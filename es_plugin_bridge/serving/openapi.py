@@ -78,6 +78,10 @@ TEXT_RULE = ("A text the server requires (a query, a text to embed) must hold a 
              "unscored (blank).")
 
 
+#: Where the document carries the served model's text options (an OpenAPI specification extension).
+TEXT_OPTIONS_KEY = "x-text-options"
+
+
 #: The rules that tie /v1/rerank's fields together (the server answers 400 naming the field): stated in
 #: the operation's description, as JSON Schema cannot tie a body field to another's length or to the URL.
 CROSS_FIELD_RULES = (
@@ -142,10 +146,13 @@ def _served(schemas: dict[str, Any], first_stages: Sequence[str] | None, max_doc
 
 
 def openapi_document(secured: bool = True, first_stages: Sequence[str] | None = None,
-                     max_documents: int | None = None, dimension: int | None = None) -> dict[str, Any]:
+                     max_documents: int | None = None, dimension: int | None = None,
+                     text_options: dict[str, Any] | None = None) -> dict[str, Any]:
     """OpenAPI 3.1 document of the sidecar; ``secured``: the server requires a bearer token;
     ``first_stages``, ``max_documents`` and ``dimension``: what the serving model and ``--max-documents``
-    allow (``dimension``: the one ``output_dimension`` /v2/embed takes)."""
+    allow (``dimension``: the one ``output_dimension`` /v2/embed takes); ``text_options``: the served
+    model's preprocessing (``info.x-text-options``), so that a client or a fuzzer can apply
+    :data:`TEXT_RULE` as the server does (``Preprocessor(TextOptions(**options))``)."""
     models = [(m, "validation") for m in (RerankRequest, RerankV2Request, EncodeRequest,
                                           CohereEmbedV1Request, CohereEmbedV2Request, TextPairRequest)]
     models += [(m, "serialization") for m in (RerankResponse, RerankV2Response, EncodeResponse, ErrorResponse,
@@ -191,7 +198,8 @@ def openapi_document(secured: bool = True, first_stages: Sequence[str] | None = 
 
     document = {
         "openapi": "3.1.0",
-        "info": {"title": "esrerank sidecar", "version": __version__, "description": TEXT_RULE},
+        "info": {"title": "esrerank sidecar", "version": __version__, "description": TEXT_RULE,
+                 **({} if text_options is None else {TEXT_OPTIONS_KEY: text_options})},
         "paths": {
             "/v1/rerank": post("Rerank documents for a query (Cohere rerank shape)",
                                "RerankRequest", "RerankResponse",

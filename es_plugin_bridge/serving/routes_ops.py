@@ -43,4 +43,5 @@ def openapi() -> Response:
     return jsonify(openapi_document(secured=web.settings().guarded,
                                     first_stages=list(service.model.fusion),
                                     max_documents=service.max_documents,
-                                    dimension=None if service.model.pairwise else service.model.dimension))
+                                    dimension=None if service.model.pairwise else service.model.dimension,
+                                    text_options=service.model.preprocessor.options.model_dump(mode="json")))

@@ -33,7 +33,7 @@ import pytest
 from es_plugin_bridge.bridge.sidecar_client import SidecarClient, SidecarUnavailable
 from es_plugin_bridge.data.questions import split_title_body
 from es_plugin_bridge.data.types import Question
-from es_plugin_bridge.serving import ModelDirectory
+from es_plugin_bridge.serving import ModelDirectory, deadline
 from es_plugin_bridge.serving.app import create_app
 from es_plugin_bridge.serving.batching import EncoderPool
 from es_plugin_bridge.serving.server import Limits, Server
@@ -280,3 +280,31 @@ def test_a_request_its_encoder_backlog_would_finish_late_is_refused_503_before_i
     assert str(busy.value).startswith("the sidecar is busy (predicted past the deadline): it answered 503, "
                                       "retry after ")
     assert pool.calls > calls
+
+
+def test_the_encoder_must_leave_the_answer_its_margin_of_the_deadline(model):
+    """Work predicted to end inside the last 5 % of a deadline (at least 100 ms) is refused as late: the
+    answer still has to be fused, serialised and sent, and the request waited for the event loop before
+    its first byte was timed. Predicted at 3.9 s of a 4,000 ms deadline (margin 200 ms): 503; at 3.5 s:
+    answered. The pace alone stands for the slow machine, as above; the rows predicted for are the
+    request's distinct misses (no cache), as the service asks."""
+    assert deadline.answer_margin_s(4000) == pytest.approx(0.2)
+    assert deadline.answer_margin_s(1000) == pytest.approx(0.1)  # the floor
+    app = create_app(model, cache_size=0, encoder_workers=2)
+    client = app.test_client()
+    body = {"query": QUESTIONS[0], "documents": QUESTIONS[1:101]}
+    pool = app.extensions["esrerank"].encoder
+    asked: list[int] = []
+    predicted_s = pool.predicted_s
+    pool.predicted_s = lambda rows: asked.append(rows) or predicted_s(rows)  # type: ignore[method-assign]
+    assert client.post("/v1/rerank", json=body).status_code == 200
+    rows, measured, headers = asked[-1], pool.pace_s, {"X-Request-Timeout-Ms": "4000"}
+    assert 90 <= rows <= 101
+    pool.pace_s = 3.9 * pool.workers / rows
+    answer = client.post("/v1/rerank", json=body, headers=headers)
+    assert asked[-1] == rows and predicted_s(rows) == pytest.approx(3.9)
+    assert answer.status_code == 503 and "past its deadline (4000 ms" in answer.get_json()["error"]
+    assert "200 ms of them kept for the answer" in answer.get_json()["error"]
+    pool.pace_s = 3.5 * pool.workers / rows
+    assert client.post("/v1/rerank", json=body, headers=headers).status_code == 200
+    pool.pace_s = measured

@@ -13,19 +13,17 @@ from pathlib import Path
 
 import pytest
 import schemathesis
+import stated_rules
+import tomllib
 from hypothesis import HealthCheck, Phase, given, settings
-from pydantic import ValidationError
 from schemathesis import GenerationMode
 from schemathesis.checks import positive_data_acceptance
 from schemathesis.config import SchemathesisConfig
 
-from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.serving import ModelDirectory
 from es_plugin_bridge.serving.app import create_app
 from es_plugin_bridge.serving.openapi import CROSS_FIELD_RULES, TEXT_RULE
-from es_plugin_bridge.serving.schemas import RerankDocumentIn, unscored_reason
 from es_plugin_bridge.text.pipeline import Preprocessor
-from es_plugin_bridge.text.sidecar_text import sidecar_refusal
 
 #: Cases per operation: valid ones cost a request each; an invalid one first costs schemathesis a negated
 #: schema (seconds for the 100,000-character text fields), so fewer of those. With the coverage phase's
@@ -53,54 +51,11 @@ class _Counter:
 _SERVED: dict[str, Preprocessor] = {}
 
 
-def _unscored(document) -> bool:
-    """Whether the server gives ``document`` the lowest score unscored (``schemas.unscored_reason``)."""
-    if isinstance(document, dict):
-        try:
-            document = RerankDocumentIn.model_validate(document)
-        except ValidationError:
-            return False  # a 400 of its own, not this rule's
-    return not isinstance(document, (str, RerankDocumentIn, type(None))) or \
-        unscored_reason(document, _SERVED["preprocessor"]) is not None
-
-
-def _required_texts(body: dict) -> list:
-    """The texts of a body the server requires to be read as some word: queries and texts to embed."""
-    texts = [body.get("query")] + list(body.get("texts") or [])
-    inputs = body.get("inputs")
-    items = inputs if isinstance(inputs, list) else [inputs]
-    for item in items:
-        if isinstance(item, dict):
-            texts += [part.get("text") for part in item.get("content") or [] if isinstance(part, dict)]
-            texts.append(item.get("text_pair"))
-    return texts
-
-
-def _reads_nothing(text) -> bool:
-    if isinstance(text, dict) and isinstance(text.get("title"), str):
-        text = Question("t", text["title"], text.get("body") if isinstance(text.get("body"), str) else "")
-    if not isinstance(text, (str, Question)):
-        return False
-    return sidecar_refusal(text) is None and sidecar_refusal(text, _SERVED["preprocessor"]) is not None
-
-
 def breaks_a_stated_rule(case) -> bool:
-    """Whether a case breaks one of the document's rules it cannot say in JSON Schema, restated here (a
-    text read as no word, ``TEXT_RULE`` in its description; on /v1/rerank ``CROSS_FIELD_RULES``): such a
-    request is rightly a 400."""
-    if isinstance(case.body, dict) and any(_reads_nothing(t) for t in _required_texts(case.body)):
-        return True
-    if case.operation.path != "/v1/rerank" or not isinstance(case.body, dict):
-        return False
-    body, query = case.body, case.query or {}
-    scores, linear = body.get("first_stage_scores"), query.get("score") == "linear"
-    stage_in_body, stage_in_url = body.get("first_stage"), query.get("first_stage")
-    refuse_all = query.get("all_unscored") == "refuse"
-    return ((scores is not None and len(scores) != len(body.get("documents", [])))
-            or (refuse_all and all(_unscored(d) for d in body.get("documents", [])))
-            or ((stage_in_body or stage_in_url) is not None and scores is None and not linear)
-            or (linear and scores is not None)
-            or (stage_in_body is not None and stage_in_url is not None and stage_in_body != stage_in_url))
+    """Whether a case breaks one of the document's rules it cannot say in JSON Schema (``stated_rules``):
+    such a request is rightly a 400."""
+    return stated_rules.breaks_a_stated_rule(case.operation.path, case.body, case.query,
+                                             _SERVED["preprocessor"])
 
 
 def test_the_document_states_the_rules_the_fuzzer_exempts(api_schema):
@@ -141,7 +96,10 @@ def fuzzed_app(exported, counter):
 def api_schema(fuzzed_app):
     # The settings a user's `st run` reads in this repository: schemathesis' defaults, but for 413 as a
     # refusal of one item more than maxItems (how the server refuses a list over --max-documents).
-    config = SchemathesisConfig.from_path(SHIPPED_SETTINGS)
+    # Its `hooks` (st_hooks.py) are left out: they keep `st run` from sending a valid case that breaks a
+    # stated rule, and here every such case is sent and its 400 asserted (`_validate`).
+    shipped = tomllib.loads(SHIPPED_SETTINGS.read_text(encoding="utf-8"))
+    config = SchemathesisConfig.from_dict({key: value for key, value in shipped.items() if key != "hooks"})
     return schemathesis.openapi.from_wsgi("/openapi.json", fuzzed_app, config=config)
 
 
@@ -249,3 +207,25 @@ def test_the_fuzzer_sent_at_least_1000_requests(counter):
     assert wrapped is not None, "run the whole module: the fuzz test feeds this count"
     total = sum(wrapped.counts.values())
     assert total >= 1000 and wrapped.counts.get("5xx", 0) == 0, wrapped.counts
+
+
+def test_st_runs_hooks_read_the_served_models_preprocessing_from_its_document(api_schema, exported):
+    """`st run` in this repository (schemathesis.toml's `hooks`) leaves out a valid case only when it breaks
+    a rule the document states: the text options it applies are the served model's (``info.x-text-options``
+    reads every AskUbuntu title as the model does), and the cases `st run --seed 1` reported as "valid but
+    refused" before the hook (`{"texts": ["Ág", "\\b"]}` to /v2/embed, `"*"` as /v2/rerank's query) break
+    the text rule, while a real AskUbuntu title with a shell snippet breaks none."""
+    assert tomllib.loads(SHIPPED_SETTINGS.read_text(encoding="utf-8"))["hooks"] == "tests/serving/st_hooks.py"
+    assert (SHIPPED_SETTINGS.parent / "tests" / "serving" / "st_hooks.py").is_file()
+    served = stated_rules.served_preprocessor(api_schema.raw_schema)
+    model = ModelDirectory.load(exported["bow-cnn"], threads=1).preprocessor
+    assert served.options == model.options
+    titles = SHIPPED_SETTINGS.parent / "es_plugin_bridge" / "samples" / "askubuntu-pairs" / "train_titles.tsv"
+    lines = [line.split("\t")[1] for line in titles.read_text(encoding="utf-8").splitlines()[:300]]
+    assert all(served.text_tokens(title) == model.text_tokens(title) for title in lines)
+    assert stated_rules.breaks_a_stated_rule("/v2/embed", {"texts": ["Ág", "\b"]}, None, served)
+    assert stated_rules.breaks_a_stated_rule("/v2/rerank", {"query": "*", "documents": ["x"]}, None, served)
+    snippet = next(title for title in lines if "&&" in title or "sudo" in title)
+    assert not stated_rules.breaks_a_stated_rule("/v2/rerank", {"query": snippet, "documents": ["x"]}, None,
+                                                 served)
+    assert not stated_rules.breaks_a_stated_rule("/v2/embed", {"texts": ["Ág"]}, None, served)
