@@ -45,11 +45,14 @@ from node_loss_load import (
     healthy_answers,
     open_searcher,
     search_load,
+    search_once,
     start_indexing,
     stray_answers,
     write_jsonl,
 )
+from recording_proxy import recording
 
+from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.opensearch_node import cluster as cluster_nodes
 from es_plugin_bridge.opensearch_node import node
 
@@ -253,3 +256,56 @@ def test_a_comma_separated_es_url_names_each_bad_node_url_in_one_line(cli):
     assert code != 0 and "Traceback" not in err
     assert err.strip().splitlines()[-1] == ("error: --es-url must start with http:// or https://, "
                                             "got '127.0.0.1:9200'")
+
+
+def test_with_a_shard_missing_every_mode_fails_in_one_line_naming_it_sent_once(opensearch_cluster, sidecar,
+                                                                              load_index):
+    """Issue 48, finding 4, on three nodes: the load's index given no replica and one shard per node
+    (``index.routing.allocation.total_shards_per_node: 1``), then a node that is not the cluster manager
+    killed: its shard has no copy left. A search needs one active copy of every shard; with
+    ``allow_partial_search_results=false`` (sent by the product) the coordinating node refuses it, 503
+    ``Search rejected due to missing shards`` in ``caused_by`` (``AbstractSearchAsyncAction.run``). With
+    ``--es-url`` naming all three nodes (the dead one's URL first), each mode's search fails in one line
+    naming that shard and the node that answered, and is sent to a live node once (before: 1,457 of 4,372
+    bridge searches said ``OpenSearch is unreachable`` with the dead node's port, each search sent up to
+    four times). The node rejoins and the index gets its replica back."""
+    url, _ = sidecar
+    index, queries = load_index
+    first = opensearch_cluster.nodes[0]
+    first.ok("PUT", f"/{index}/_settings", {"index": {"number_of_replicas": 0,
+                                                       "routing.allocation.total_shards_per_node": 1}})
+    first.ok("GET", f"/_cluster/health/{index}?wait_for_status=green&wait_for_no_relocating_shards=true"
+                    "&timeout=120s")
+    shards = first.ok("GET", f"/_cat/shards/{index}?format=json&h=shard,prirep,state,node")
+    manager = manager_index(opensearch_cluster)
+    held = {int(s["node"].rsplit("-", 1)[1]): int(s["shard"]) for s in shards if s["prirep"] == "p"}
+    killed = next(i for i in sorted(held) if i != manager)
+    live = [i for i in range(3) if i != killed]
+    cluster_nodes.kill_node(opensearch_cluster.root, killed)
+    try:
+        with recording(opensearch_cluster.nodes[live[0]].url) as one, \
+                recording(opensearch_cluster.nodes[live[1]].url) as two:
+            es_url = ",".join([opensearch_cluster.nodes[killed].url, one.url, two.url])
+            failures = {}
+            for mode in MODES:
+                searcher = open_searcher(es_url, index, mode, url, TOKEN, es_timeout=ES_TIMEOUT_S,
+                                         sidecar_timeout=ES_TIMEOUT_S, window=50)
+                before = len(one.requests) + len(two.requests)
+                with pytest.raises(UserError) as err:
+                    search_once(searcher, queries[0])
+                sent = [r for r in (one.requests + two.requests)[before:]
+                        if r[1].endswith(("/_search", "/_msearch"))]
+                failures[mode] = (str(err.value), len(sent))
+        answering = {one.url.split("://")[1], two.url.split("://")[1]}
+        for mode, (message, sent) in failures.items():
+            assert "\n" not in message, (mode, message)
+            missing = f"Search rejected due to missing shards [[{index}][{held[killed]}]]"
+            assert missing in message, (mode, message)
+            assert any(f"OpenSearch at {at} answered 503" in message for at in answering), (mode, message)
+            assert "unreachable" not in message, (mode, message)
+            assert sent == 1, (mode, sent, message)
+    finally:
+        rejoin(opensearch_cluster, killed)
+        first.ok("PUT", f"/{index}/_settings", {"index": {"number_of_replicas": 1,
+                                                           "routing.allocation.total_shards_per_node": None}})
+        first.ok("GET", f"/_cluster/health/{index}?wait_for_status=green&timeout=120s")

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from es_plugin_bridge.elastic.cluster.connection import Connection, call
-from es_plugin_bridge.elastic.cluster.engine_errors import reason_of
+from es_plugin_bridge.elastic.cluster.engine_errors import answering_node, reason_of
 from es_plugin_bridge.elastic.cluster.whole_answers import PartialAnswer, missing_shards
 from es_plugin_bridge.errors import UserError
 
@@ -78,6 +78,25 @@ def test_a_missing_shard_503_is_sent_once_and_names_the_shard_and_the_node(recor
     assert any(str(err.value).startswith(head) for head in heads), err.value
     assert "[[part][1]]" in str(err.value)
     assert len(searches(rec)) == 1
+
+
+@pytest.mark.parametrize("root", [ES_ROOT, OS_ROOT])
+def test_an_msearch_items_error_is_read_with_its_cause_and_the_node_that_answered(recorder, root):
+    """An ``_msearch`` answers 200 and each failed search as an item ``{"error": …, "status": …}``
+    (``action/search/MultiSearchResponse.java``, ``Item.toXContent``: a failure is written as ``error``
+    with the item's ``status``); the hybrid modes read such an item with ``reason_of`` (the missing shard is
+    in ``caused_by``) and name the node that answered the whole request (``answering_node``: elasticsearch-py
+    has it in the response's ``meta.node``; for opensearch-py the product's connection notes it)."""
+    rec, url = recorder
+    item = {**body("missing_shard_refused"), "status": 503}
+    rec.answers[("POST", "/questions/_msearch")] = {"took": 1, "responses": [ES_TWO_SKIPPED, item]}
+    rec.answers[("GET", "/")] = root
+    client = Connection(url=url).client()
+    answer = client.msearch(index="questions", searches=[{}, {"size": 1}, {}, {"size": 1}])
+    failed = answer["responses"][1]
+    assert failed["status"] == 503
+    assert "Search rejected due to missing shards [[part][1]]" in reason_of(failed)
+    assert answering_node(answer) == url.split("://", 1)[1]
 
 
 @pytest.mark.parametrize("root", [ES_ROOT, OS_ROOT])

@@ -13,6 +13,7 @@ So the line names the top error, the deepest ``caused_by``, and each failed shar
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextvars import ContextVar
 from typing import Any
 
 #: Failed shards named one by one; the rest are counted.
@@ -66,6 +67,25 @@ def reason_of(body: Any) -> str:
     if len(parts) == 1 and roots and _clause(roots[0]) not in parts[0]:
         parts.append(f"root cause {_clause(roots[0])}")
     return "; ".join(parts)
+
+
+#: ``host:port`` of the node that answered this thread's last request (opensearch-py's answers do not
+#: say; its connection notes it, ``opensearch_client``).
+_ANSWERED: ContextVar[str | None] = ContextVar("esrerank_answered_by", default=None)
+
+
+def note_answered_by(node: str) -> None:
+    _ANSWERED.set(node)
+
+
+def answering_node(answer: Any) -> str | None:
+    """``host:port`` of the node that answered ``answer``, when known: an ``_msearch`` item's error came
+    from the node that answered the whole request (elasticsearch-py's response has it in ``meta.node``;
+    for opensearch-py, the node the connection noted for this thread)."""
+    node = getattr(getattr(answer, "meta", None), "node", None)
+    if node is not None and getattr(node, "host", None):
+        return f"{node.host}:{node.port}"
+    return _ANSWERED.get()
 
 
 def node_of(url: str) -> str:

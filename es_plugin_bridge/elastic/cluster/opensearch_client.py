@@ -17,7 +17,7 @@ from typing import Any
 
 from es_plugin_bridge.elastic.cluster import lost_copy
 from es_plugin_bridge.elastic.cluster.dialect import OPENSEARCH
-from es_plugin_bridge.elastic.cluster.engine_errors import node_of
+from es_plugin_bridge.elastic.cluster.engine_errors import node_of, note_answered_by
 from es_plugin_bridge.elastic.cluster.whole_answers import (
     WHOLE,
     check_whole,
@@ -226,6 +226,11 @@ def _named_connection() -> type:
     from opensearchpy.exceptions import TransportError
 
     class NamedConnection(Urllib3HttpConnection):  # type: ignore[misc]
+        def perform_request(self, *args: Any, **kwargs: Any) -> Any:
+            answer = super().perform_request(*args, **kwargs)
+            note_answered_by(node_of(self.host))  # an _msearch item's error names it (answering_node)
+            return answer
+
         def _raise_error(self, *args: Any, **kwargs: Any) -> None:
             try:
                 super()._raise_error(*args, **kwargs)

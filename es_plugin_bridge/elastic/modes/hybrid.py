@@ -64,6 +64,7 @@ from es_plugin_bridge.core.fusion import minmax
 from es_plugin_bridge.elastic import queries
 from es_plugin_bridge.elastic.cluster.connection import ClusterInfo, call
 from es_plugin_bridge.elastic.cluster.dialect import display_name, engine_of_client
+from es_plugin_bridge.elastic.cluster.engine_errors import answering_node, reason_of
 from es_plugin_bridge.elastic.mappings import rerank_text
 from es_plugin_bridge.elastic.modes import ModeSpec, register_mode
 from es_plugin_bridge.elastic.modes.base import Ask, Mode, ModeOptions, ModeResult, hits_of
@@ -242,13 +243,12 @@ class _WindowsMode(Mode):
         )
         timings["windows"] = 1000 * (time.perf_counter() - start)
         for name, response in zip(parts, answer["responses"], strict=True):
-            if "error" in response:
-                error = response["error"]
-                reason = error.get("reason", error) if isinstance(error, Mapping) else error
-                engine = display_name(engine_of_client(self.client))
+            if "error" in response:  # the item's cause and failed shards, and the node that answered
+                node = answering_node(answer)
+                engine = display_name(engine_of_client(self.client)) + (f" at {node}" if node else "")
                 raise UserError(
                     f"searching {self.index} (mode {self.name}, {name} window): {engine} answered "
-                    f"{response.get('status', '?')}: {reason}"
+                    f"{response.get('status', '?')}: {reason_of(response)}"
                 )
             lists[name] = [(h["_id"], float(h["_score"])) for h in response["hits"]["hits"]]
         return lists, lines
