@@ -17,7 +17,7 @@ from es_commands import SEMEVAL_DEV, TITLES, common, run
 from review_browser import launched, open_page, skip_without_a_browser
 from test_opensearch_learned_hybrid import SPREAD
 
-from es_plugin_bridge.elastic.modes import mode_spec
+from es_plugin_bridge.elastic.modes import mode_names, mode_spec
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
@@ -91,6 +91,12 @@ def _check_badges(page, runs, modes) -> None:
         # the first stage ran on the engine too: no badge, said where it ran
         assert page.locator(f"#summary-table tr[data-ranker='{name.replace(ranker, 'bm25', 1)}'] "
                             "td.parity").inner_text() == "engine"
+
+
+def test_every_mode_opensearch_runs_is_here():
+    """A mode added to the registry for OpenSearch fails here until this page shows it."""
+    assert sorted([*RETRIEVAL_MODES, "rerank"]) == sorted(
+        m for m in mode_names() if "opensearch" in mode_spec(m).engines)
 
 
 def test_each_retrieval_mode_has_its_parity_badge(runs, browser):
