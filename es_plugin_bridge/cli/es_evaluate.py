@@ -3,8 +3,10 @@
 The run's collection goes into a throw-away index (so collection statistics are the run's own, as in
 process); every first-stage ranker searches it; ``--mode`` gives its registry entry's ranker (``fused``,
 ``hybrid``, ``hybrid-rrf`` or ``model``) and any other model ranker asked for runs in process, labelled so
-(``EsEvaluationRun``, ``computed_by``); per-query results also go to the results index that the Kibana
-dashboards read (``--results-index``, default ``esrerank-runs``). Whatever ends the run (its end, an
+(``EsEvaluationRun``, ``computed_by``); each of the mode's searches is then asked of that ranker in
+process and the two lists compared (``parity``; ``--no-parity``: not), and the mode's latency and requests
+per search kept (``cost``); per-query results also go to the results index that the Kibana dashboards
+read (``--results-index``, default ``esrerank-runs``). Whatever ends the run (its end, an
 error, Ctrl-C, SIGTERM), the throw-away index and what the mode registered are removed, or named with
 the request that removes them (``elastic/run_cleanup.py``).
 """
@@ -64,6 +66,9 @@ EXTRA = [
         ["--dataset"], default=None, help="Data set name in the results index (default: from the spec)."
     ),
     click.Option(["--keep-index"], is_flag=True, help="Keep the run's questions index (esrerank-eval-...)."),
+    click.Option(["--no-parity"], is_flag=True,
+                 help="Do not ask the mode's in-process ranker each search again afterwards (the engine "
+                 "parity check: the JSON's parity, the report's badge)."),
     click.Option(["--shards"], type=click.IntRange(min=1), default=1, show_default=True,
                  help="Primary shards of the run's index (every search uses global statistics: the figures "
                  "do not depend on it)."),
@@ -79,7 +84,7 @@ def _setup(options: dict[str, Any], conn: Any, first_stage: str | None) -> Any:
         sidecar=sidecar_target(options["sidecar_url"], options["token"], options["timeout"],
                                options["sidecar_ca_certs"]),
         first_stage=first_stage or "bm25", sidecar_from_es=options["sidecar_from_es"], knn=options["knn"],
-        keep_index=options["keep_index"], shards=options["shards"],
+        keep_index=options["keep_index"], shards=options["shards"], parity=not options["no_parity"],
         results_index=None if options["no_results_index"] else options["results_index"],
         dataset=options["dataset"])
 

@@ -3,7 +3,10 @@ the mode needs registered for it (its registry entry's ``prepare``), the mode as
 ``hybrid``, ``model``) ranker, and the per-query results written to the results index afterwards.
 
 ``EsEvaluationRun`` is the ``setup`` hook ``esrerank evaluate`` calls: everything ``es evaluate``
-decides lives here, below the CLI.
+decides lives here, below the CLI. After the run, each of the mode's searches is asked again of the
+in-process ranker it must equal (``elastic/parity.py``; ``parity`` False: not), and the mode's p50 / p95
+latency and the requests each search sent (``elastic/request_count.py``) are kept beside its figures
+(``TaskResult.parity``, ``TaskResult.cost``: the JSON's ``parity`` and ``cost``, the review page's badge).
 """
 
 from __future__ import annotations
@@ -49,6 +52,8 @@ class EsEvaluationRun:
     #: Primary shards of the run's index; its searches use global statistics (``cluster/shards.py``), so
     #: the figures are the in-process ones on any number.
     shards: int = 1
+    #: Replay the mode's searches on its in-process ranker afterwards (the run's cost: that ranker's).
+    parity: bool = True
 
     def __post_init__(self) -> None:
         if self.first_stage == "given":
@@ -60,6 +65,7 @@ class EsEvaluationRun:
         from es_plugin_bridge.elastic.cluster.connection import cluster_info
         from es_plugin_bridge.elastic.modes import mode_spec
         from es_plugin_bridge.elastic.modes.factory import refuse_without_vectors
+        from es_plugin_bridge.elastic.request_count import counting
         from es_plugin_bridge.elastic.setup import check_sidecar, meta_for_model
         from es_plugin_bridge.elastic.sidecar_embedder import SidecarEmbedder
         from es_plugin_bridge.serving.model_dir import ModelDirectory
@@ -89,7 +95,7 @@ class EsEvaluationRun:
             meta = replace(meta, dimension=None)
         made: list[Any] = []
         engine_factory = self._engine_factory(index, meta, embedder, params, progress, stack)
-        fused = self._ranker_factory(meta, cluster, made)
+        fused = self._ranker_factory(meta, cluster, made, stack.enter_context(counting()))
         # The in-process ranker whose order the mode gives (fused; hybrid; model for OpenSearch's rerank).
         overrides = {"overrides": {spec.ranker: fused}, "fused_first_stage": self.first_stage}
         return engine_factory, overrides, lambda result: self._after(result, client, cluster, index, made)
@@ -107,14 +113,14 @@ class EsEvaluationRun:
         return lambda tokens: open_engine(EngineContext(tokens=tokens, params=params, progress=progress,
                                                         cleanup=stack, options=options))
 
-    def _ranker_factory(self, meta: IndexMeta, cluster: ClusterInfo, made: list[Any]) -> Any:
+    def _ranker_factory(self, meta: IndexMeta, cluster: ClusterInfo, made: list[Any], requests: Any) -> Any:
         from es_plugin_bridge.elastic.modes.factory import make_mode
         from es_plugin_bridge.elastic.ranker import ModeRanker
 
         def fused(context: Any) -> Any:
             searcher = make_mode(self.mode, context.first_stage(self.first_stage), meta, window=self.window,
                                  sidecar=self.sidecar, cluster=cluster, knn=self.knn)
-            made.append(ModeRanker(context, searcher))
+            made.append(ModeRanker(context, searcher, requests))
             return made[-1]
 
         return fused
@@ -136,6 +142,8 @@ class EsEvaluationRun:
         else:
             result.notes.append(f"{cluster.name} ({cluster.licence}), index {index}; mode {self.mode} gives "
                                 f"ranker {mine}, which --rankers did not ask for")
+        if mine in result.rankers and made:
+            self._parity_and_cost(result, mine, made[-1])
         here = [name for name, where in result.computed_by.items() if where == "in process"]
         if here:
             result.notes.append(f"computed in process, not by the cluster: {', '.join(here)} (mode "
@@ -151,3 +159,27 @@ class EsEvaluationRun:
             raise UserError(f"{len(errors)} of {len(docs)} per-query results were refused by "
                             f"{self.results_index}: {errors[0]}")
         result.notes.append(f"run {run_id}: {indexed} per-query results in index {self.results_index}")
+
+    def _parity_and_cost(self, result: Any, ranker: str, made: Any) -> None:
+        """The mode's searches replayed on its in-process ranker (``parity``), and what they cost."""
+        from es_plugin_bridge.elastic.parity import in_process_ranker, parity, unchecked
+        from es_plugin_bridge.elastic.request_count import by_target
+        from es_plugin_bridge.evaluation.review_data import latency_percentiles
+
+        records = result.rankers[ranker].per_query
+        if self.parity:
+            try:
+                reference = in_process_ranker(self.mode, made.context, self.window)
+                result.parity[ranker] = parity(self.mode, ranker, records, made.asked, reference)
+            except UserError as exc:  # the run's figures stand; the check says why it was not made
+                result.parity[ranker] = unchecked(self.mode, ranker, len(records), f"in process: {exc}")
+            result.notes.append(f"mode {self.mode}: {result.parity[ranker]['badge']} (against {ranker} in "
+                                "process, each query's list in order)")
+        cost: dict[str, Any] = {"mode": self.mode, "searches": len(made.asked),
+                                **latency_percentiles(result.rankers[ranker].latencies)}
+        if made.sent:
+            sent = [by_target(one, self.connection.urls, self.sidecar.url) for one in made.sent]
+            targets = sorted({key for one in sent for key in one})
+            cost["requests_per_search"] = {key: round(sum(one.get(key, 0) for one in sent) / len(sent), 2)
+                                           for key in targets}
+        result.cost[ranker] = cost

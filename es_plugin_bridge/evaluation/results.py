@@ -47,15 +47,24 @@ class TaskResult:
     texts: dict[str, str] = field(default_factory=dict)
     judgments: dict[str, dict[str, list[str]]] = field(default_factory=dict)
     inputs: dict[str, str] = field(default_factory=dict)
+    #: ``es evaluate`` only: the mode against the in-process ranker it must equal, query by query
+    #: (``elastic/parity.py``), and what the mode's searches cost (``p50_ms``, ``p95_ms``,
+    #: ``requests_per_search`` by target), each keyed by the ranker the mode gives.
+    parity: dict[str, dict[str, Any]] = field(default_factory=dict)
+    cost: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
         """``{"task", "n_queries", "rankers": {name: {metric: percent}}}``, the contract's keys, then
-        ``computed_by`` where a run went through a cluster."""
+        ``computed_by``, ``parity`` and ``cost`` where a run went through a cluster."""
         data: dict[str, Any] = {"task": self.task, "n_queries": self.n_queries,
                                 "rankers": {name: {m: percent(r.metrics[m]) for m in self.metric_names}
                                             for name, r in self.rankers.items()}}
         if self.computed_by:
             data["computed_by"] = dict(self.computed_by)
+        if self.parity:
+            data["parity"] = dict(self.parity)
+        if self.cost:
+            data["cost"] = dict(self.cost)
         return data
 
     def label(self, name: str) -> str:

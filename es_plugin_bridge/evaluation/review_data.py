@@ -5,6 +5,10 @@ a reviewer needs each query's text, every ranker's list, the known duplicates an
 tell whether two runs may be paired at all. ``evaluate --report DIR`` writes it as ``DIR/review.json``
 and ``esrerank report`` joins several of them. Runs whose query sets or judgments differ are refused
 (one line on the page), never paired: a per-query difference between different queries means nothing.
+Runs of different models (their manifests' hashes differ) are paired, and the page says so in one line:
+comparing two models on the same queries and judgments is what a reviewer deciding between them needs,
+so the difference is named, not refused. An ``es evaluate`` run's mode carries its engine parity (the
+in-process ranker's lists against the engine's, ``elastic/parity.py``) and its requests per search.
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ def bootstrap_ci(values: Sequence[float], *, resamples: int = BOOTSTRAP, seed: i
     return [round(float(np.percentile(means, 2.5)), 2), round(float(np.percentile(means, 97.5)), 2)]
 
 
-def _percentiles(latencies: Sequence[float]) -> dict[str, float]:
+def latency_percentiles(latencies: Sequence[float]) -> dict[str, float]:
     """p50 and p95 of the per-query wall time in ms, where the run timed each query."""
     if not latencies:
         return {}
@@ -75,10 +79,14 @@ def bundle(result: TaskResult, label: str = "run") -> dict[str, Any]:
         test = paired(result, name, base) if base is not None and name != base else None
         rankers[name] = {"metrics": aggregates[name], "seconds": round(r.seconds, 3),
                          "ms_per_query": round(1000 * r.seconds / max(result.n_queries, 1), 3),
-                         **_percentiles(r.latencies),
+                         **latency_percentiles(r.latencies),
                          "ci": {m: bootstrap_ci([rec["metrics"][m] for rec in r.per_query])
                                 for m in result.metric_names if m != "threshold" and r.per_query},
-                         "p_vs_baseline": None if test is None else test["p_value"]}
+                         "p_vs_baseline": None if test is None else test["p_value"],
+                         **({"computed_by": result.computed_by[name]} if name in result.computed_by else {}),
+                         **({"parity": result.parity[name]} if name in result.parity else {}),
+                         **({"requests_per_search": result.cost[name]["requests_per_search"]}
+                            if "requests_per_search" in result.cost.get(name, {}) else {})}
     records = {name: {str(x["query_id"]): x for x in r.per_query} for name, r in result.rankers.items()}
     queries = []
     for qid, judged in result.judgments.items():
@@ -131,6 +139,7 @@ def join(bundles: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     joined: dict[str, Any] = json.loads(json.dumps(first))
     joined["runs"] = [{"label": first["label"], "signature": first["signature"]}]
     joined["refusals"] = []
+    joined["notices"] = []
     if len(bundles) == 1:
         return joined
     rename = {name: f"{name} [{first['label']}]" for name in first["rankers"]}
@@ -145,6 +154,11 @@ def join(bundles: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             joined["refusals"].append(f"{other['label']} is not paired with {first['label']}: its "
                                       f"{' and '.join(why)} differ")
             continue
+        if other["signature"].get("model") != first["signature"].get("model"):
+            joined["notices"].append(f"{other['label']} and {first['label']} ran different models (manifest "
+                                     f"{_short(other['signature'].get('model'))} against "
+                                     f"{_short(first['signature'].get('model'))}): their differences "
+                                     "include the model's")
         names = {name: f"{name} [{other['label']}]" for name in other["rankers"]}
         for name, value in other["rankers"].items():
             joined["rankers"][names[name]] = {**value, "p_vs_baseline": None}
@@ -153,6 +167,10 @@ def join(bundles: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         joined["texts"].update(other["texts"])
     _paired_p(joined)
     return joined
+
+
+def _short(sha: str | None) -> str:
+    return sha[:12] if sha else "none"
 
 
 def _rename(data: dict[str, Any], names: Mapping[str, str]) -> None:

@@ -63,3 +63,33 @@ def test_page_is_self_contained_and_text_cannot_close_the_script():
     assert page.count("</script>") == 2  # the data block's and the code's, never the query's
     data = page.split("id='review-data'>", 1)[1].split("</script>", 1)[0]
     assert json.loads(data)["queries"][0]["text"] == "how do I </script> install"
+
+
+def test_runs_of_different_models_are_paired_and_the_page_says_so():
+    """Allowed, not refused: two models on the same queries and judgments is the comparison a team makes
+    to choose between them; the models' differing manifests are named in one line so no reader takes the
+    difference for anything else's."""
+    first, second = _result(), _result()
+    first.inputs["model"], second.inputs["model"] = "a" * 64, "b" * 64
+    joined = join([bundle(first, "minilm"), bundle(second, "bow-cnn"), bundle(_result(), "none")])
+    assert joined["refusals"] == []
+    assert joined["notices"] == [
+        f"bow-cnn and minilm ran different models (manifest {'b' * 12} against {'a' * 12}): their "
+        "differences include the model's",
+        f"none and minilm ran different models (manifest none against {'a' * 12}): their differences "
+        "include the model's"]
+    assert "dense [bow-cnn]" in joined["rankers"]
+    assert join([bundle(first, "x"), bundle(first, "y")])["notices"] == []
+
+
+def test_an_es_evaluate_runs_parity_and_requests_follow_its_ranker():
+    result = _result()
+    result.computed_by = {"bm25": "engine", "dense": "engine"}
+    result.parity = {"dense": {"mode": "vectors", "queries": 2, "equal": 2, "differ": [], "examples": [],
+                               "badge": "parity 2/2 queries"}}
+    result.cost = {"dense": {"p50_ms": 1.0, "requests_per_search": {"engine": 2.0, "sidecar": 1.0}}}
+    joined = join([bundle(result, "a"), bundle(result, "b")])
+    assert joined["rankers"]["dense [b]"]["parity"]["badge"] == "parity 2/2 queries"
+    assert joined["rankers"]["dense [a]"]["requests_per_search"] == {"engine": 2.0, "sidecar": 1.0}
+    assert "parity" not in joined["rankers"]["bm25 [a]"]
+    assert joined["rankers"]["bm25 [a]"]["computed_by"] == "engine"

@@ -12,21 +12,15 @@ import os
 from pathlib import Path
 
 import pytest
+from review_browser import launched, open_page, skip_without_a_browser
 
 from es_plugin_bridge.cli.main import main
 from es_plugin_bridge.data.readers.pairs import read_pairs
 
-CHROMIUM = "/usr/bin/chromium"
 SAMPLE = Path(__file__).resolve().parents[2] / "es_plugin_bridge" / "samples" / "askubuntu-pairs" / "val.tsv"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 SCREENSHOT = os.environ.get("ESRERANK_SCREENSHOT")  # a path: the test also writes the README's picture
 
-sync_api = pytest.importorskip("playwright.sync_api",
-                               reason="playwright is not installed (pip install -e .[dev])")
-if not Path(CHROMIUM).exists():
-    pytest.skip(f"{CHROMIUM} is missing (apt-get install -y --no-install-recommends chromium)",
-                allow_module_level=True)
+sync_api = skip_without_a_browser()
 
 
 def _evaluate(out: Path, max_queries: int) -> None:
@@ -53,32 +47,12 @@ def runs(tmp_path_factory) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+    with launched(sync_api) as b:
         yield b
-        b.close()
-
-
-def _open(browser, path: Path):
-    """A page on ``path`` whose every request is recorded and, unless it is the file itself, aborted."""
-    context = browser.new_context(accept_downloads=True)
-    page = context.new_page()
-    requested: list[str] = []
-
-    def route(r):
-        requested.append(r.request.url)
-        r.continue_() if r.request.url == path.as_uri() else r.abort()
-
-    page.route("**/*", route)
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(path.as_uri())
-    page.wait_for_selector("body[data-ready='1']")
-    return page, requested, errors
 
 
 def test_page_requests_nothing_and_summary_equals_the_json(runs, browser):
-    page, requested, errors = _open(browser, runs["a"] / "report.html")
+    page, requested, errors = open_page(browser, runs["a"] / "report.html")
     assert not errors
     result = json.loads((runs["a"] / "run.json").read_text())
     for ranker, metrics in result["rankers"].items():
@@ -98,7 +72,7 @@ def test_page_requests_nothing_and_summary_equals_the_json(runs, browser):
 
 
 def test_most_changed_query_opens_with_both_lists_and_the_duplicate_marked(runs, browser):
-    page, _, _ = _open(browser, runs["a"] / "report.html")
+    page, _, _ = open_page(browser, runs["a"] / "report.html")
     bundle = json.loads((runs["a"] / "review.json").read_text())
     deltas = {q["id"]: q["by"]["lmdirichlet"]["value"] - q["by"]["bm25"]["value"] for q in bundle["queries"]}
     top = max(deltas.values(), key=abs)
@@ -126,11 +100,21 @@ def test_most_changed_query_opens_with_both_lists_and_the_duplicate_marked(runs,
 
 
 def test_filters_narrow_the_queries(runs, browser):
-    page, _, _ = _open(browser, runs["a"] / "report.html")
-    rows = page.locator("#queries tbody tr")
+    page, _, _ = open_page(browser, runs["a"] / "report.html")
+    rows = page.locator("#queries tbody tr:not([hidden])")
     every = rows.count()
     page.check("#only-changed")
     changed = rows.count()
+    assert changed > 1
+    # a filtered row opens itself, and the keys move among the shown rows only
+    second = rows.nth(1).get_attribute("data-qid")
+    rows.nth(1).click()
+    assert page.locator("#detail").get_attribute("data-qid") == second
+    page.keyboard.press("k")
+    page.keyboard.press("Enter")
+    first = rows.first.get_attribute("data-qid")
+    assert page.locator("#detail").get_attribute("data-qid") == first
+    assert page.locator("#queries tbody tr.sel").get_attribute("data-qid") == first
     page.check("#only-losses")
     assert rows.count() <= changed <= every == 40
     page.uncheck("#only-changed")
@@ -141,7 +125,7 @@ def test_filters_narrow_the_queries(runs, browser):
 
 
 def test_two_judgments_download_as_pairs_the_reader_reads(runs, browser, tmp_path):
-    page, _, _ = _open(browser, runs["a"] / "report.html")
+    page, _, _ = open_page(browser, runs["a"] / "report.html")
     page.locator("#queries tbody tr").first.click()
     buttons = page.locator("#detail section.list").first
     buttons.locator("button[data-judge='duplicate']").first.click()
@@ -160,7 +144,7 @@ def test_two_judgments_download_as_pairs_the_reader_reads(runs, browser, tmp_pat
 
 
 def test_incomparable_runs_are_refused_in_one_line(runs, browser):
-    page, requested, _ = _open(browser, runs["joined"])
+    page, requested, _ = open_page(browser, runs["joined"])
     refusal = page.locator("#refusals .refusal")
     assert refusal.count() == 1
     assert "b is not paired with a" in refusal.inner_text() and "queries" in refusal.inner_text()
@@ -172,7 +156,7 @@ def test_incomparable_runs_are_refused_in_one_line(runs, browser):
 def test_basic_accessibility(runs, browser):
     """By hand (axe-core cannot be fetched offline here): a language, a label on every input and select,
     a name on every button, alt text on every image, one h1."""
-    page, _, _ = _open(browser, runs["a"] / "report.html")
+    page, _, _ = open_page(browser, runs["a"] / "report.html")
     page.locator("#queries tbody tr").first.click()
     assert page.get_attribute("html", "lang") == "en"
     unlabelled = page.evaluate("""() => [...document.querySelectorAll('input, select')]
@@ -199,7 +183,7 @@ def test_axe_core_finds_no_serious_violation(runs, browser):
     into the page with the detail panel and its judging buttons open."""
     axe = pytest.importorskip("axe_playwright_python", reason="axe-playwright-python is not installed")
     script = (Path(axe.__file__).parent / "axe.min.js").read_text(encoding="utf-8")
-    page, _, _ = _open(browser, runs["a"] / "report.html")
+    page, _, _ = open_page(browser, runs["a"] / "report.html")
     page.locator("#queries tbody tr").first.click()
     page.evaluate(script)  # evaluate, not a script tag: the page's own CSP allows only its inline scripts
     found = page.evaluate("async () => (await axe.run(document, {resultTypes: ['violations']})).violations"

@@ -35,7 +35,8 @@ from es_plugin_bridge.data.questions import question_from_text
 from es_plugin_bridge.data.spec import read_spec
 from es_plugin_bridge.elastic.cluster.connection import Connection
 from es_plugin_bridge.elastic.modes.factory import open_mode
-from es_plugin_bridge.rankers import RankerContext, TokenCache, build
+from es_plugin_bridge.elastic.parity import in_process_ranker
+from es_plugin_bridge.rankers import RankerContext, TokenCache
 from es_plugin_bridge.text import Preprocessor
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
@@ -67,7 +68,8 @@ def indexed(request, opensearch, sidecar, tmp_path_factory):
     assert run(["es", "index", spec, "--index", index, "--no-progress", *common(opensearch, url)]) == 0
     questions = list(read_spec(spec).questions.values())
     context = RankerContext(collection=questions, tokens=TokenCache(Preprocessor()), model_dir=model)
-    return index, askubuntu_queries(spec)[:QUERIES], build("learned-hybrid", context), request.param
+    ranker = in_process_ranker("learned-hybrid", context)
+    return index, askubuntu_queries(spec)[:QUERIES], ranker, request.param
 
 
 def _mode(opensearch, url: str, index: str, knn: str):

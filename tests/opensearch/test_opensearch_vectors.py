@@ -36,15 +36,18 @@ from es_plugin_bridge.core.features import bow_features
 from es_plugin_bridge.data.questions import question_from_text
 from es_plugin_bridge.data.spec import read_spec
 from es_plugin_bridge.elastic import mappings
+from es_plugin_bridge.elastic.modes import mode_spec
+from es_plugin_bridge.elastic.parity import in_process_ranker
 from es_plugin_bridge.evaluation.retrieval import duplicate_queries
-from es_plugin_bridge.rankers import RankerContext, TokenCache, build
+from es_plugin_bridge.rankers import RankerContext, TokenCache
 from es_plugin_bridge.text import Preprocessor
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
 WINDOW = 50
-#: Each mode and the in-process ranker whose order it gives (the registry's ``ranker``).
-MODES = {"vectors": "fused", "hybrid": "hybrid", "hybrid-rrf": "hybrid-rrf"}
+#: Each mode and the in-process ranker whose order it gives (the registry's ``ranker``; built by
+#: ``elastic.parity.in_process_ranker``, as ``es evaluate``'s parity check builds it).
+MODES = {mode: mode_spec(mode).ranker for mode in ("vectors", "hybrid", "hybrid-rrf")}
 #: Characters of shell and code in titles: what a technical forum's queries look like.
 MESSY = ("$", "`", "|", '"', "{", "\\", "->")
 #: Lucene keeps 9 significant bits of a rank_features value (truncated): a BOW cosine moves < 2^-8.
@@ -89,12 +92,11 @@ def world(request, opensearch, sidecar, tmp_path_factory) -> World:
     assert run(["es", "setup", str(model), "--index", index, *common(opensearch, url)]) == 0
     assert run(["es", "index", spec, "--index", index, "--no-progress", *common(opensearch, url)]) == 0
     questions = list(read_spec(spec).questions.values())  # the order es index sends them in
-    params = {name: {"window": WINDOW} for name in MODES.values()}
     context = RankerContext(collection=questions, tokens=TokenCache(Preprocessor()), model_dir=model,
-                            fused_first_stage="bm25", params=params)
+                            fused_first_stage="bm25")
     meta = opensearch.ok("GET", f"/{index}/_mapping")[index]["mappings"]["_meta"]["esrerank"]
-    return World(request.param, index, spec, queries, {m: build(r, context) for m, r in MODES.items()},
-                 meta["fusion"]["bm25"]["bow"])
+    rankers = {mode: in_process_ranker(mode, context, WINDOW) for mode in MODES}
+    return World(request.param, index, spec, queries, rankers, meta["fusion"]["bm25"]["bow"])
 
 
 def search(cli, opensearch, url: str, index: str, text: str, mode: str, *extra: str) -> dict:

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from review_browser import CHROMIUM, launched
 from safetensors.torch import load_file
 
 from es_plugin_bridge.data.spec import read_spec
@@ -222,24 +223,19 @@ def test_cli_model_types_match_the_models_package():
 def _decomposition_in_the_browser(page_path: Path) -> None:
     """The review page of the --explain run, in Debian's chromium where it and playwright are here: every
     candidate of the opened query shows its β-weighted sum, equal to its fused score."""
-    if not Path("/usr/bin/chromium").exists():
+    if not Path(CHROMIUM).exists():
         return
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium",
-                                    args=["--no-sandbox", "--disable-gpu"])
-        try:
-            page = browser.new_page()
-            page.goto(page_path.as_uri())
-            page.wait_for_selector("body[data-ready='1']")
-            page.locator("#queries tbody tr").first.click()
-            spans = page.locator("#detail section.list").first.locator(".explain")
-            assert spans.count() == 10
-            for i in range(spans.count()):
-                weighted = float(spans.nth(i).locator(".wsum").inner_text())
-                assert weighted == pytest.approx(float(spans.nth(i).locator(".fused").inner_text()), abs=2e-4)
-        finally:
-            browser.close()
+    with launched(sync_api) as browser:
+        page = browser.new_page()
+        page.goto(page_path.as_uri())
+        page.wait_for_selector("body[data-ready='1']")
+        page.locator("#queries tbody tr").first.click()
+        spans = page.locator("#detail section.list").first.locator(".explain")
+        assert spans.count() == 10
+        for i in range(spans.count()):
+            weighted = float(spans.nth(i).locator(".wsum").inner_text())
+            assert weighted == pytest.approx(float(spans.nth(i).locator(".fused").inner_text()), abs=2e-4)
 
 
 def test_explain_shows_each_component_and_recomputes_the_fused_score(trained, tmp_path, cli):

@@ -17,19 +17,28 @@ function rbo(a, b, p) { // truncated rank-biased overlap at the lists' common de
   return k ? (1 - p) * s / (1 - Math.pow(p, k)) : 1; }
 const fmt = (v, n = 2) => (v === null || v === undefined) ? "–" : Number(v).toFixed(n);
 
+function requests(r) { const q = r.requests_per_search; if (!q) return "–";
+  return Object.entries(q).map(([k, v]) => `${fmt(v)} ${esc(k)}`).join(", "); }
+function parityBadge(r) { const p = r.parity; if (!p) return r.computed_by ? `<span class="note">${esc(r.computed_by)}</span>` : "–";
+  const ok = p.equal !== null && p.equal === p.queries;
+  return `<span class="badge ${ok ? "ok" : "differ"}" data-equal="${p.equal === null ? "" : p.equal}" data-queries="${p.queries}" data-differ="${esc(p.differ.join(" "))}" title="${esc(p.rule || "")}">${esc(p.badge)}</span>`; }
+
 function summary() {
   const m = D.metric_names.filter((x) => x !== "threshold");
+  const engine = names.some((n) => D.rankers[n].parity || D.rankers[n].requests_per_search);
   let h = "<table id='summary-table'><thead><tr><th scope='col'>ranker</th>" + m.map((x) => `<th scope='col'>${esc(x)} [95% CI]</th>`).join("")
-    + `<th scope='col'>p vs ${esc(D.baseline || "baseline")}</th><th scope='col'>ms / query p50</th><th scope='col'>p95</th><th scope='col'>mean (with setup)</th></tr></thead><tbody>`;
+    + `<th scope='col'>p vs ${esc(D.baseline || "baseline")}</th><th scope='col'>ms / query p50</th><th scope='col'>p95</th><th scope='col'>mean (with setup)</th>`
+    + (engine ? "<th scope='col'>requests / search</th><th scope='col'>engine parity</th>" : "") + "</tr></thead><tbody>";
   for (const n of names) { const r = D.rankers[n];
     h += `<tr data-ranker="${esc(n)}"><td>${esc(n)}</td>` + m.map((x) => `<td data-metric="${esc(x)}"><span class="v">${fmt(r.metrics[x])}</span> <span class="note">[${r.ci[x] ? fmt(r.ci[x][0]) + ", " + fmt(r.ci[x][1]) : "–"}]</span></td>`).join("")
-      + `<td class="p">${r.p_vs_baseline === null ? "–" : r.p_vs_baseline}</td><td class="p50">${fmt(r.p50_ms, 3)}</td><td class="p95">${fmt(r.p95_ms, 3)}</td><td>${fmt(r.ms_per_query, 3)}</td></tr>`; }
+      + `<td class="p">${r.p_vs_baseline === null ? "–" : r.p_vs_baseline}</td><td class="p50">${fmt(r.p50_ms, 3)}</td><td class="p95">${fmt(r.p95_ms, 3)}</td><td>${fmt(r.ms_per_query, 3)}</td>`
+      + (engine ? `<td class="requests">${requests(r)}</td><td class="parity">${parityBadge(r)}</td>` : "") + "</tr>"; }
   $("summary").innerHTML = h + "</tbody></table>";
-  $("methods").textContent = `Intervals: ${D.ci_method}. p: ${D.p_method}, against ${D.baseline || "no baseline"}. Latency: each query's ranking timed in this process (p50, p95); the mean includes each ranker's setup (index, model load).`;
+  $("methods").textContent = `Intervals: ${D.ci_method}. p: ${D.p_method}, against ${D.baseline || "no baseline"}. Latency: each query's ranking timed in this process (p50, p95; through the engine for a mode of es evaluate); the mean includes each ranker's setup (index, model load).`
+    + (engine ? " Requests / search: HTTP requests this client sent per search, by target (the engine's own calls to the sidecar not counted). Engine parity: each query's ranked list from the engine against the in-process ranker the mode must equal, id by id in order." : "");
 }
 
-function contrastRows() {
-  const a = $("ranker-a").value, b = $("ranker-b").value;
+function contrastRows(a, b) {
   return D.queries.map((q) => { const x = q.by[a], y = q.by[b];
     const delta = x && y ? x.value - y.value : 0;
     return {q, a: x, b: y, delta, move: x && y && x.rank && y.rank ? y.rank - x.rank : null,
@@ -37,16 +46,36 @@ function contrastRows() {
     .sort((r, s) => Math.abs(s.delta) - Math.abs(r.delta) || r.q.id.localeCompare(s.q.id));
 }
 
-function drawQueries() {
-  const text = $("filter-text").value.toLowerCase(), changed = $("only-changed").checked, losses = $("only-losses").checked;
-  rows = contrastRows().filter((r) => (!text || r.q.text.toLowerCase().includes(text) || r.q.id.toLowerCase().includes(text))
-    && (!changed || Math.abs(r.delta) > 1e-9) && (!losses || r.delta < -1e-9));
-  selected = Math.min(selected, Math.max(rows.length - 1, 0));
-  $("queries").querySelector("tbody").innerHTML = rows.map((r, i) => `<tr data-qid="${esc(r.q.id)}" class="${i === selected ? "sel" : ""}" tabindex="-1">`
+function rowHtml(r) {
+  return `<tr data-qid="${esc(r.q.id)}" tabindex="-1">`
     + `<td class="text">${esc(r.q.text)} <span class="note">${esc(r.q.id)}</span></td><td>${r.a && r.a.rank ? r.a.rank : "–"}</td><td>${r.b && r.b.rank ? r.b.rank : "–"}</td>`
     + `<td class="${r.move > 0 ? "win" : r.move < 0 ? "loss" : ""}">${r.move === null ? "–" : (r.move > 0 ? "↑" + r.move : r.move < 0 ? "↓" + (-r.move) : "=")}</td>`
-    + `<td class="delta ${r.delta > 0 ? "win" : r.delta < 0 ? "loss" : ""}">${fmt(r.delta)}</td><td>${fmt(r.jac)}</td><td>${fmt(r.rbo)}</td></tr>`).join("");
+    + `<td class="delta ${r.delta > 0 ? "win" : r.delta < 0 ? "loss" : ""}">${fmt(r.delta)}</td><td>${fmt(r.jac)}</td><td>${fmt(r.rbo)}</td></tr>`;
+}
+
+// The rows of one pair of rankers are drawn once; a filter only hides rows, a move only moves the mark.
+const drawn = {key: null, all: []};
+function drawQueries() {
+  const a = $("ranker-a").value, b = $("ranker-b").value, body = $("queries").querySelector("tbody");
+  if (drawn.key !== a + "\u0000" + b) {
+    drawn.all = contrastRows(a, b); body.innerHTML = drawn.all.map(rowHtml).join("");
+    [...body.children].forEach((tr, i) => { drawn.all[i].tr = tr; }); drawn.key = a + "\u0000" + b;
+  }
+  const text = $("filter-text").value.toLowerCase(), changed = $("only-changed").checked, losses = $("only-losses").checked;
+  rows = [];
+  for (const r of drawn.all) {
+    const shown = (!text || r.q.text.toLowerCase().includes(text) || r.q.id.toLowerCase().includes(text))
+      && (!changed || Math.abs(r.delta) > 1e-9) && (!losses || r.delta < -1e-9);
+    if (r.tr.hidden === shown) r.tr.hidden = !shown;
+    if (shown) rows.push(r);
+  }
+  selected = Math.min(selected, Math.max(rows.length - 1, 0)); mark();
   $("query-count").textContent = `${rows.length} of ${D.queries.length} queries`;
+}
+
+function mark() {
+  for (const tr of $("queries").querySelectorAll("tbody tr.sel")) tr.classList.remove("sel");
+  if (rows[selected]) rows[selected].tr.classList.add("sel");
 }
 
 function explainCell(q, cid) {
@@ -70,7 +99,7 @@ function openQuery(i) {
     judgments[q.id + "\t" + b.dataset.cid] = b.dataset.judge; $("judged-count").textContent = `${Object.keys(judgments).length} judgments made`; openQuery(i); }));
 }
 
-function select(i) { selected = Math.max(0, Math.min(rows.length - 1, i)); drawQueries();
+function select(i) { selected = Math.max(0, Math.min(rows.length - 1, i)); mark();
   const tr = $("queries").querySelector("tr.sel"); if (tr) tr.scrollIntoView({block: "nearest"}); }
 
 function downloadJudgments() {
@@ -85,7 +114,8 @@ function downloadJudgments() {
 function signatureView() {
   $("signature").innerHTML = "<table><thead><tr><th scope='col'>run</th><th scope='col'>query set</th><th scope='col'>judgments</th><th scope='col'>model manifest</th><th scope='col'>β</th><th scope='col'>command</th></tr></thead><tbody>"
     + D.runs.map((r) => `<tr><td>${esc(r.label)}</td><td><code>${esc(r.signature.queries.slice(0, 16))}</code></td><td><code>${esc(r.signature.judgments.slice(0, 16))}</code></td><td><code>${esc((r.signature.model || "–").slice(0, 16))}</code></td><td><code>${esc(r.signature.beta || "–")}</code></td><td class="text"><code>${esc(r.signature.command || "–")}</code></td></tr>`).join("") + "</tbody></table>";
-  $("refusals").innerHTML = D.refusals.map((x) => `<p class="refusal" role="alert">${esc(x)}</p>`).join("");
+  $("refusals").innerHTML = D.refusals.map((x) => `<p class="refusal" role="alert">${esc(x)}</p>`).join("")
+    + (D.notices || []).map((x) => `<p class="notice">${esc(x)}</p>`).join("");
 }
 
 function init() {
@@ -95,7 +125,7 @@ function init() {
   summary(); signatureView(); drawQueries();
   for (const id of ["filter-text", "only-changed", "only-losses", "ranker-a", "ranker-b"]) $(id).addEventListener("input", () => { selected = 0; drawQueries(); });
   $("queries").querySelector("tbody").addEventListener("click", (e) => { const tr = e.target.closest("tr"); if (!tr) return;
-    select([...tr.parentNode.children].indexOf(tr)); openQuery(selected); });
+    const i = rows.findIndex((r) => r.tr === tr); if (i < 0) return; select(i); openQuery(selected); });
   document.addEventListener("keydown", (e) => { if (e.target.matches("input, select, button")) return;
     if (e.key === "j" || e.key === "ArrowDown") { select(selected + 1); e.preventDefault(); }
     else if (e.key === "k" || e.key === "ArrowUp") { select(selected - 1); e.preventDefault(); }
