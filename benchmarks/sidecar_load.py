@@ -147,6 +147,7 @@ def run(model: Path, duration: float, clients: int, documents: int, serve_args: 
         "p50_all_s": percentile([s for _, s, _ in answers], 50),
         "p95_all_s": percentile([s for _, s, _ in answers], 95),
         "ok_after_deadline": sum(s > deadline_s for s in ok),
+        "slowest_ok_s": round(max(ok), 3) if ok else None,
         "rejected_with_retry_after": sum(1 for status, _, retry in answers if status in (429, 503) and retry),
         "client_gave_up": sum(t.gave_up for t in threads),
         "dropped_by_stage": dropped,

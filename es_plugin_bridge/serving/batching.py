@@ -59,6 +59,7 @@ class _Job:
     error: BaseException | None = None
     done: threading.Event = field(default_factory=threading.Event)
     check: Callable[[], None] | None = None  # raises when the request's batches are not worth running
+    late: Callable[[float], None] | None = None  # given when its last batch would be done; raises: too late
     skipped: int = 0  # batches not run (their check raised)
 
 
@@ -102,17 +103,21 @@ class EncoderPool:
             backlog = self._running_rows + sum(len(batch.encoded) for batch in self._queue)
             return (backlog + rows) * self.pace_s / self.workers
 
-    def vectors(self, encoded: Sequence[Encoded], check: Callable[[], None] | None = None) -> np.ndarray:
+    def vectors(self, encoded: Sequence[Encoded], check: Callable[[], None] | None = None,
+                late: Callable[[float], None] | None = None) -> np.ndarray:
         """Neural vectors [N, D] float32 of ``encoded``, as ``ModelDirectory.vectors_from_ids`` gives them.
 
         Blocks until every batch has run; re-raises the first error of any of them (or of ``check``,
-        called before each batch: what it raises stops the request's batches not run yet).
+        called before each batch: what it raises stops the request's batches not run yet). ``late`` is
+        called before each batch too, with the seconds until the request's last batch would be done at
+        the pool's pace now (:meth:`_finish_s`): a pace that rose since the request was admitted stops
+        it there, before more is computed for an answer that would come too late.
         """
         out = np.zeros((len(encoded), self.model.dimension), dtype=np.float32)
         runs = self.model.runs(encoded)
         if not runs:
             return out
-        job = _Job(out, len(runs), check=check)
+        job = _Job(out, len(runs), check=check, late=late)
         with self._ready:
             if self._closed:
                 raise RuntimeError("the encoder pool is closed")
@@ -148,14 +153,32 @@ class EncoderPool:
                 rows += len(taken[-1].encoded)
             return taken
 
+    def _finish_s(self, job: _Job, taken: list[_Batch]) -> float | None:
+        """Seconds until ``job``'s last batch would be done if ``taken`` ran now: the rows running, those
+        taken and those queued up to the job's last batch, at the recent pace over the workers."""
+        with self._ready:
+            if self.pace_s is None:
+                return None
+            rows = self._running_rows + sum(len(batch.encoded) for batch in taken)
+            ahead = queued = 0
+            for batch in self._queue:
+                queued += len(batch.encoded)
+                if batch.job is job:
+                    ahead = queued
+            return (rows + ahead) * self.pace_s / self.workers
+
     def _runnable(self, taken: list[_Batch]) -> list[_Batch]:
         """``taken`` without the batches of requests that failed or whose check raises (those finish)."""
         kept = []
         for batch in taken:
             job = batch.job
-            if job.error is None and job.check is not None:
+            if job.error is None and (job.check is not None or job.late is not None):
                 try:
-                    job.check()
+                    if job.check is not None:
+                        job.check()
+                    finish_s = self._finish_s(job, taken) if job.late is not None else None
+                    if finish_s is not None:
+                        job.late(finish_s)  # type: ignore[misc]
                 except BaseException as exc:  # handed to the request that waits on it
                     job.error = exc
             if job.error is None:

@@ -8,8 +8,9 @@ the sidecar had its first byte), else the server's default (``--deadline-ms``), 
 read timeout so that an answer is sent while the connector still reads. The work is checked:
 
 - before it starts (after waiting for a request thread), then before each encoder batch: a request
-  past its deadline, or whose client closed its connection (waitress's ``client_disconnected``), is
-  dropped there and answered 504, never computed further;
+  past its deadline, or whose client closed its connection (waitress's ``client_disconnected``), or
+  whose batches still to run would end within the answer's margin of the deadline at the encoder's pace
+  now (:func:`late_checker`), is dropped there and answered 504, never computed further;
 - before it queues for the encoder: where the encoder's backlog at its recent pace would finish this
   request's misses later than :func:`answer_margin_s` before its deadline, it is refused at once, 503
   with ``Retry-After`` (:class:`PredictedLate`, stage ``predicted_late``): the client can fall back or
@@ -136,6 +137,28 @@ def check(stage: str) -> None:
         deadline.check(stage)
 
 
+def late_checker() -> Callable[[float], None] | None:
+    """For the encoder workers: given the seconds until the current request's last batch would be done,
+    WorkAbandoned (stage ``predicted_late_batch``, a 504) when that ends within :func:`answer_margin_s` of
+    its deadline; the batches not run yet are not computed (the pace rose since it was admitted)."""
+    deadline = _CURRENT.get()
+    if deadline is None:
+        return None
+
+    def late(finish_s: float) -> None:
+        left_s = deadline.left_ms() / 1000
+        margin_s = answer_margin_s(deadline.timeout_ms)
+        if finish_s > left_s - margin_s:
+            raise WorkAbandoned(
+                "predicted_late_batch",
+                f"the request's deadline of {deadline.timeout_ms} ms ({HEADER}) would pass before its "
+                f"encoding is done ({finish_s * 1000:.0f} ms more at the encoder's pace now, "
+                f"{max(0.0, left_s) * 1000:.0f} ms left, {margin_s * 1000:.0f} ms of them kept for the "
+                "answer): not computed further")
+
+    return late
+
+
 def checker(stage: str) -> Callable[[], None] | None:
     """A check of the current request's deadline for another thread to call (the encoder workers)."""
     deadline = _CURRENT.get()
@@ -143,4 +166,5 @@ def checker(stage: str) -> Callable[[], None] | None:
 
 
 __all__ = ["DEFAULT_DEADLINE_MS", "HEADER", "MAX_DEADLINE_MS", "Deadline", "PredictedLate", "WorkAbandoned",
-           "answer_margin_s", "check", "checker", "current", "parse_header", "refuse_if_late", "set_current"]
+           "answer_margin_s", "check", "checker", "current", "late_checker", "parse_header", "refuse_if_late",
+           "set_current"]

@@ -91,7 +91,8 @@ class Metrics:
                                 registry=self.registry)
         self.dropped = Counter("esrerank_work_dropped",
                                "Requests whose work stopped at their deadline or when their client left, "
-                               "answered 504, by where (before_start, before_batch: never computed further; "
+                               "answered 504 (predicted_late: 503), by where (before_start, before_batch, "
+                               "predicted_late_batch: never computed further; "
                                "finished_late: computed for nobody)", ["stage"], registry=self.registry)
         Info("esrerank_model", "The served model", registry=self.registry).info(
             {"name": model_name, "type": model_type, "provider": provider})

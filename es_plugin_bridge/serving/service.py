@@ -223,7 +223,8 @@ class Service:
             deadline.check("before_batch")
             if self.encoder is not None:  # the shared encoder workers, checking it before each batch
                 deadline.refuse_if_late(self.encoder.predicted_s(len(misses)))
-                states = list(self.encoder.vectors(misses, deadline.checker("before_batch")))
+                states = list(self.encoder.vectors(misses, deadline.checker("before_batch"),
+                                                   deadline.late_checker()))
             else:
                 states = self.model.states_from_ids(misses)
             bags = self.model.bags_from_ids(misses)

@@ -238,6 +238,47 @@ def test_the_encoder_workers_skip_the_batches_of_a_request_past_its_check(export
         pool.close()
 
 
+def test_a_request_whose_encoding_would_now_end_too_late_stops_before_its_next_batch(exported):
+    """Admitted at one pace, a request whose pace rose (the machine got busier) is checked again before each
+    of its batches: the pool gives ``late`` the seconds until the request's last batch would be done (fewer
+    rows ahead, sooner, batch by batch), and ``deadline.late_checker`` stops it once that would end inside
+    the answer's margin (stage ``predicted_late_batch``, a 504): the batches not run are not computed, so
+    no whole window is computed for a client whose deadline passes."""
+    model = ModelDirectory.load(exported["bow-cnn"], threads=1, batch_size=8)
+    encoded = [model.token_ids(Question("", *split_title_body(text))) for text in QUESTIONS[:64]]
+    assert len(model.runs(encoded)) >= 4
+    pool = EncoderPool(model, 1)
+    try:
+        pool.vectors(encoded)  # the pace, timed
+        calls, pace, seen = pool.calls, pool.pace_s, []
+
+        def late(finish_s: float) -> None:
+            seen.append(finish_s)
+            pool.pace_s = pace * 1_000_000  # the machine slows down after the first batch
+            checker(finish_s)
+
+        deadline.set_current(deadline.Deadline.starting(time.monotonic(), 4000))
+        try:
+            checker = deadline.late_checker()
+            assert checker is not None
+            checker(3.7)  # ends 300 ms before the deadline: more than the 200 ms margin
+            with pytest.raises(deadline.WorkAbandoned) as stopped:
+                checker(3.9)
+            assert stopped.value.stage == "predicted_late_batch"
+            with pytest.raises(deadline.WorkAbandoned) as stopped:
+                pool.vectors(encoded, late=late)
+        finally:
+            deadline.set_current(None)
+        assert stopped.value.stage == "predicted_late_batch"
+        assert "would pass before its encoding is done" in stopped.value.message
+        assert pool.calls == calls + 1 and len(seen) == 2  # the first batch ran, the second was stopped
+        assert 0 < seen[0] < 4.0 < seen[1]
+        pool.pace_s = pace
+        assert (pool.vectors(encoded) == model.vectors_from_ids(encoded)).all()  # without a check: all
+    finally:
+        pool.close()
+
+
 def test_a_request_its_encoder_backlog_would_finish_late_is_refused_503_before_it_queues(model):
     """The pool's pace (seconds per fed row, timed on its own calls) and backlog predict when a request's
     misses would be encoded; one predicted past its deadline is answered 503 with Retry-After before it
