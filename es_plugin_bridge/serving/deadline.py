@@ -9,8 +9,8 @@ read timeout so that an answer is sent while the connector still reads. The work
 
 - before it starts (after waiting for a request thread), then before each encoder batch: a request
   past its deadline, or whose client closed its connection (waitress's ``client_disconnected``), or
-  whose batches still to run would end within the answer's margin of the deadline at the encoder's pace
-  now (:func:`late_checker`), is dropped there and answered 504, never computed further;
+  whose batches still to run would end past the deadline at the encoder's pace now
+  (:func:`late_checker`), is dropped there and answered 504, never computed further;
 - before it queues for the encoder: where the encoder's backlog at its recent pace would finish this
   request's misses later than :func:`answer_margin_s` before its deadline, it is refused at once, 503
   with ``Retry-After`` (:class:`PredictedLate`, stage ``predicted_late``): the client can fall back or
@@ -139,22 +139,23 @@ def check(stage: str) -> None:
 
 def late_checker() -> Callable[[float], None] | None:
     """For the encoder workers: given the seconds until the current request's last batch would be done,
-    WorkAbandoned (stage ``predicted_late_batch``, a 504) when that ends within :func:`answer_margin_s` of
-    its deadline; the batches not run yet are not computed (the pace rose since it was admitted)."""
+    WorkAbandoned (stage ``predicted_late_batch``, a 504) when that is past its deadline: the pace rose
+    since it was admitted, and the batches not run yet would be computed for nobody. No margin here:
+    admission kept one (:func:`refuse_if_late`); with it here too, a pace that wavers stopped work that
+    would have been answered in time (``benchmarks/sidecar_load.py``, 32 clients on MiniLM: 33 of 240
+    windows stopped with it, 4 without)."""
     deadline = _CURRENT.get()
     if deadline is None:
         return None
 
     def late(finish_s: float) -> None:
         left_s = deadline.left_ms() / 1000
-        margin_s = answer_margin_s(deadline.timeout_ms)
-        if finish_s > left_s - margin_s:
+        if finish_s > left_s:
             raise WorkAbandoned(
                 "predicted_late_batch",
                 f"the request's deadline of {deadline.timeout_ms} ms ({HEADER}) would pass before its "
                 f"encoding is done ({finish_s * 1000:.0f} ms more at the encoder's pace now, "
-                f"{max(0.0, left_s) * 1000:.0f} ms left, {margin_s * 1000:.0f} ms of them kept for the "
-                "answer): not computed further")
+                f"{max(0.0, left_s) * 1000:.0f} ms left): not computed further")
 
     return late
 
