@@ -47,6 +47,7 @@ def index_run(client: Any, index: str, questions: Sequence[Question], sidecar: S
     from es_plugin_bridge.elastic.sidecar_embedder import SidecarEmbedder
     from es_plugin_bridge.engines.registry import EngineContext
     from es_plugin_bridge.text import Preprocessor
+    from es_plugin_bridge.text.sidecar_text import sidecar_refusal
 
     meta = read_meta(client, index)
     if vectors is not None and (meta.no_vectors_reason is not None or meta.embedding.get("pipeline")):
@@ -72,7 +73,8 @@ def index_run(client: Any, index: str, questions: Sequence[Question], sidecar: S
     report = index_questions(
         client, index, list(questions), engine.actions, batch_size=batch_size, resume=resume,
         max_retries=max_retries, progress=progress, stop_on=stop_on, item_refused=item_refused,
-        batch_refused=_refused_a_question, ahead=ahead)
+        batch_refused=_refused_a_question, ahead=ahead,
+        refusal=sidecar_refusal if embed is not None and vectors is None else None)  # the sidecar embeds
     run = IndexRun(report)
     refreshed = _refresh(client, index)
     if not report.ok:

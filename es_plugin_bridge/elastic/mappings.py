@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from es_plugin_bridge.core.direction import has_direction as has_direction
 from es_plugin_bridge.core.features import MIN_FEATURE as MIN_FEATURE
 from es_plugin_bridge.core.features import bow_features
 from es_plugin_bridge.core.features import feature_key as feature_key
@@ -234,13 +235,6 @@ def value_at(source: Mapping[str, Any], path: str) -> Any:
             return None
         node = node.get(part)
     return node
-
-
-def has_direction(vector: Sequence[float]) -> bool:
-    """Whether a vector can be stored or queried under ``cosine``: Elasticsearch refuses to index a
-    zero vector there ("does not support vectors with zero magnitude") and ``cosineSimilarity`` of a
-    zero query vector is NaN, which ``script_score`` refuses. A text with no tokens can embed to it."""
-    return any(float(x) != 0.0 for x in vector)
 
 
 #: The powers of ten a float64 holds exactly (10**22 is the last): ``float32_values``' exact range.

@@ -14,6 +14,7 @@ from typing import Any
 from es_plugin_bridge.elastic import mappings
 from es_plugin_bridge.elastic.cluster.connection import ClusterInfo, call
 from es_plugin_bridge.elastic.cluster.shards import ONE_SHARD, IndexLayout
+from es_plugin_bridge.elastic.modes import readiness_lines
 from es_plugin_bridge.elastic.setup import (
     META_KEY,
     IndexMeta,
@@ -162,7 +163,14 @@ def _mode_lines(cluster: ClusterInfo, meta: IndexMeta, endpoints: dict[str, str]
         lines.append("mode hybrid:  ready" if meta.neural_similarity == "cosine"
                      else "mode hybrid:  ready (exact knn only: Manhattan vectors have no HNSW similarity)")
     lines.append("mode bridge:  ready")
-    return lines
+    return lines + readiness_lines(cluster, meta, ES_WRITTEN)
+
+
+#: The Elasticsearch modes whose readiness line :func:`_mode_lines` writes itself (it says how they run);
+#: every other mode's line is the registry's (``modes.readiness_lines``).
+ES_WRITTEN = ("native", "vectors", "hybrid", "learned-hybrid", "bridge")
+#: The same on OpenSearch (:func:`_opensearch_mode_lines`).
+OPENSEARCH_WRITTEN = ("learned-hybrid", "vectors", "hybrid", "hybrid-rrf", "rerank", "bridge")
 
 
 def provision_opensearch(client: Any, cluster: ClusterInfo, index: str, meta: IndexMeta, *, sidecar: str,
@@ -295,6 +303,7 @@ def _opensearch_mode_lines(cluster: ClusterInfo, meta: IndexMeta, pipeline: str)
         hint = "; use rerank or bridge" if meta.pairwise else ""
         lines += [f"mode {mode}: unavailable ({no_vectors}{hint})" for mode in vector_modes()]
     lines += [f"mode rerank:  ready (search pipeline {pipeline})", "mode bridge:  ready"]
+    lines += readiness_lines(cluster, meta, OPENSEARCH_WRITTEN)
     elsewhere = [mode for mode in mode_names() if mode not in mode_names(cluster.engine)]
     if elsewhere:
         lines.append(f"mode{'s' if len(elsewhere) > 1 else ''} {', '.join(elsewhere)}: Elasticsearch only")

@@ -89,6 +89,25 @@ def test_a_text_the_sidecar_refuses_fails_alone_and_its_batch_is_stored(cluster,
     assert len(prepare.calls) <= 1 + 2 * math.ceil(math.log2(30)) + 1  # the split batch, then the second
 
 
+def test_a_refused_text_checked_before_sending_costs_no_bisection(cluster, client, sidecar, questions):  # noqa: F811
+    """``refusal`` (the sidecar's own rule, ``sidecar_text.sidecar_refusal``, as ``es index`` passes it):
+    one over-long text among 200 fails alone, named, before the sidecar is called; the other 199 take
+    one call (the bisection took up to 17)."""
+    from es_plugin_bridge.text.sidecar_text import sidecar_refusal
+
+    batch = list(questions[:200])
+    assert len(batch) == 200
+    batch[BAD] = Question(batch[BAD].id, "x " * (MAX_TEXT_CHARS // 2 + 1), "")
+    prepare = Embedding(sidecar)
+    report = index_questions(client, INDEX, batch, prepare, batch_size=200, batch_refused=refused,
+                             refusal=sidecar_refusal, **FAST)
+    assert prepare.calls == [199]
+    assert (report.read, report.indexed, report.failed) == (200, 199, 1)
+    (failure,) = report.failures
+    assert failure.id == batch[BAD].id and TOO_LONG in failure.reason
+    assert set(cluster.docs) == {q.id for q in batch} - {batch[BAD].id}
+
+
 def test_a_wrong_token_is_not_split_text_by_text(cluster, client, sidecar, sixty):  # noqa: F811
     """401 is about the caller, not a text: one call per batch, and three failed batches stop the run."""
     prepare = Embedding(sidecar, token="not-the-token")

@@ -30,7 +30,10 @@ from es_plugin_bridge.elastic.cluster.dialect import (
 from es_plugin_bridge.elastic.cluster.engine_errors import reason_of
 from es_plugin_bridge.errors import UserError
 
+#: The product's defaults for reaching a cluster and naming its questions index, defined here only:
+#: every command and example reads them.
 DEFAULT_URL = "http://localhost:9200"
+DEFAULT_INDEX = "esrerank-questions"
 T = TypeVar("T")
 #: The client's first release with ``elasticsearch.dsl`` (typed queries, used by every request body).
 MIN_CLIENT = (8, 18)
@@ -93,22 +96,6 @@ class Connection:
     timeout: float = 30.0
     #: The engine the user chose (``--engine opensearch``), named in errors before ``GET /`` answers.
     engine_name: str | None = None
-
-    @classmethod
-    def from_env(cls, **given: Any) -> Connection:
-        """Options given explicitly win; the rest come from ``ESRERANK_ES_*`` variables."""
-        env = {
-            "url": "ESRERANK_ES_URL",
-            "api_key": "ESRERANK_ES_API_KEY",
-            "username": "ESRERANK_ES_USERNAME",
-            "password": "ESRERANK_ES_PASSWORD",
-            "ca_certs": "ESRERANK_ES_CA_CERTS",
-        }
-        values = {key: given.get(key) or os.environ.get(var) or None for key, var in env.items()}
-        values["url"] = values["url"] or DEFAULT_URL
-        if given.get("timeout") is not None:
-            values["timeout"] = given["timeout"]
-        return cls(**values)
 
     @property
     def urls(self) -> list[str]:

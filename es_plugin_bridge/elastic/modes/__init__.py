@@ -13,14 +13,49 @@ Adding a mode means adding a module here and its tests. ``base`` (what all modes
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.plugins import Registry
 
-__all__ = ["ModeSpec", "mode_names", "mode_spec", "register_mode", "vector_modes"]
+
+class ClusterInfo(Protocol):
+    """What the registry reads of ``cluster.connection.ClusterInfo`` (named by shape, not imported: the
+    connection reads the registry for ``require``, and the registry stays below it)."""
+
+    @property
+    def engine(self) -> str: ...
+
+    def require(self, mode: str) -> None: ...
+
+
+class IndexMeta(Protocol):
+    """What the registry reads of ``setup.IndexMeta``; a mode's ``rule`` receives the whole meta."""
+
+    pairwise: bool
+    model: str
+    model_type: str
+
+    @property
+    def no_vectors_reason(self) -> str | None: ...
+
+__all__ = ["ModeOption", "ModeSpec", "mode_names", "mode_options", "mode_spec", "readiness_lines",
+           "register_mode", "vector_modes"]
+
+
+@dataclass(frozen=True)
+class ModeOption:
+    """A command-line option a mode declares in its own module, so that ``es search`` offers it without
+    the CLI naming it: ``flag`` (``--knn``), ``dest`` (the ``ModeOptions`` field, or a key of its
+    ``extra``), ``choices`` (empty: any text), ``help``. Several modes may declare the same ``dest``; the
+    first in ``--help`` order is offered."""
+
+    flag: str
+    dest: str
+    help: str
+    choices: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -35,7 +70,10 @@ class ModeSpec:
     ``prepare``: ``prepare(client, index, meta, sidecar_url, token, cluster, stack) -> meta``, what a
     throw-away run (``es evaluate``) must register before the mode can search its index (an inference
     endpoint, a search pipeline), with its removal put on ``stack``; None: nothing;
-    ``sidecar``: who calls the sidecar, and for what; ``support``: per engine, the versions and licence
+    ``sidecar``: who calls the sidecar, and for what; ``options``: the mode's own CLI options
+    (:class:`ModeOption`); ``rule``: ``rule(cluster, meta) -> reason | None``, what the mode needs of the
+    index beyond the registry's fields (a pipeline, an endpoint, a fit), read by :meth:`unavailable`;
+    ``support``: per engine, the versions and licence
     in words where a feature upgrades the mode beyond ``requires`` (one call instead of two); the docs'
     modes table is drawn from these fields (``docs/hooks/modes.py``)."""
 
@@ -50,6 +88,29 @@ class ModeSpec:
     prepare: Callable[..., Any] | None = None
     sidecar: str = ""
     support: Mapping[str, str] = field(default_factory=dict)
+    options: tuple[ModeOption, ...] = ()
+    rule: Callable[[Any, Any], str | None] | None = None
+
+    def unavailable(self, cluster: ClusterInfo, meta: IndexMeta) -> str | None:
+        """Why this mode cannot run on ``cluster`` over an index of ``meta``, or None; nothing is built
+        or asked of the cluster. One answer for ``make_mode``, ``es setup``'s readiness lines and the
+        tests: the engine, the version and licence (``requires``), the model's vectors, then ``rule``."""
+        refusal = self.vectors_refusal(meta)
+        if refusal is not None:
+            return refusal
+        try:
+            cluster.require(self.name)
+        except UserError as exc:
+            return str(exc)
+        return self.rule(cluster, meta) if self.rule is not None else None
+
+    def vectors_refusal(self, meta: Any) -> str | None:
+        """Why the mode cannot search an index whose model has no vector per text (a pairwise model,
+        ``meta.pairwise``, what ``es setup`` read from the model directory), or None."""
+        if not (self.needs_vectors and meta.pairwise):
+            return None
+        return (f"mode {self.name} needs the model's vectors; {meta.model} ({meta.model_type}) reads a "
+                "query and a document together and has no vectors: use --mode native or --mode bridge")
 
     def engine_text(self, engine: str) -> str:
         """What this mode needs of ``engine`` in words: ``support``'s text, else ``requires``' version and
@@ -96,3 +157,27 @@ def mode_spec(name: str) -> ModeSpec:
     if name not in known:
         raise UserError(f"unknown mode {name!r} (known: {', '.join(known)})")
     return _MODES.get(name)
+
+
+def mode_options() -> tuple[ModeOption, ...]:
+    """Every mode's own CLI options, one per ``dest``, in ``--help`` order of the modes."""
+    seen: dict[str, ModeOption] = {}
+    for spec in _sorted():
+        for option in spec.options:
+            seen.setdefault(option.dest, option)
+    return tuple(seen.values())
+
+
+def readiness_lines(cluster: ClusterInfo, meta: IndexMeta, written: Collection[str]) -> list[str]:
+    """``es setup``'s line for each mode of ``cluster``'s engine that ``written`` (the modes whose lines
+    say more, such as how many calls) leaves out: ready, or unavailable and why
+    (:meth:`ModeSpec.unavailable`)."""
+    lines = []
+    for name in mode_names(cluster.engine):
+        if name not in written:
+            spec = mode_spec(name)
+            # the builders refuse an index without vectors naming the index; here the reason is enough
+            reason = meta.no_vectors_reason if spec.needs_vectors else None
+            reason = reason or spec.unavailable(cluster, meta)
+            lines.append(f"mode {name}: " + ("ready" if reason is None else f"unavailable ({reason})"))
+    return lines

@@ -60,12 +60,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from es_plugin_bridge.core.direction import has_direction
 from es_plugin_bridge.core.fusion import minmax
 from es_plugin_bridge.elastic import queries
 from es_plugin_bridge.elastic.cluster.connection import ClusterInfo, call
 from es_plugin_bridge.elastic.cluster.dialect import display_name, engine_of_client
 from es_plugin_bridge.elastic.mappings import rerank_text
-from es_plugin_bridge.elastic.modes import ModeSpec, register_mode
+from es_plugin_bridge.elastic.modes import ModeOption, ModeSpec, register_mode
 from es_plugin_bridge.elastic.modes.base import Ask, Mode, ModeOptions, ModeResult, hits_of
 from es_plugin_bridge.elastic.queries import (
     FIRST_STAGE_NAME,
@@ -89,11 +90,15 @@ Body = dict[str, Any]
 Hits = list[tuple[str, float]]
 
 KNN_METHODS = ("exact", "hnsw")
+#: ``--knn``, declared here for the modes that search the vectors' window (``es search`` reads it from
+#: the registry).
+KNN_OPTION = ModeOption(
+    "--knn", "knn", choices=KNN_METHODS,
+    help="Vector modes: the vectors' top window by approximate HNSW knn or exact script_score (the "
+    "in-process order; cost grows with the index). Default: hnsw for learned-hybrid (es search's default "
+    "mode) wherever the index has a graph (cosine models); exact for hybrid and hybrid-rrf.")
 #: The ``rrf`` retriever's first GA release; before it (or without enterprise) the client fuses.
 RRF_RETRIEVER_SINCE = (8, 16, 0)
-def has_direction(vector: Sequence[float]) -> bool:
-    """Whether a query vector can be searched under cosine (a zero vector has no direction)."""
-    return any(float(x) != 0.0 for x in vector)
 
 
 def first_stage_score(hit: Mapping[str, Any], name: str = FIRST_STAGE_NAME) -> float:
@@ -392,7 +397,7 @@ register_mode(ModeSpec(
         # SearchHit.toInnerXContent reads the URL parameter)
         "opensearch": {"version": {2: (2, 13)}, "version_text": "2.13+"},
     },
-    ranker="hybrid", order=3,
+    ranker="hybrid", order=3, options=(KNN_OPTION,),
     sidecar="the client, once per query (`/v1/encode`); candidates from the first stage **and** the "
             "vectors' window, scored with β inside the engine"))
 register_mode(ModeSpec(
@@ -401,6 +406,7 @@ register_mode(ModeSpec(
     # rrf retriever on enterprise/trial 8.16+, else (and on OpenSearch, which has no rrf retriever) the
     # client fuses the two windows: any licence
     engines=("elasticsearch", "opensearch"), needs_vectors=True, ranker="hybrid-rrf", order=4,
+    options=(KNN_OPTION,),
     sidecar="the client, once per query (`/v1/encode`); the same two windows merged by reciprocal rank",
     support={"elasticsearch": "any licence (the client fuses); the `rrf` retriever fuses in one call on "
                               "8.16+, enterprise or trial licence",

@@ -75,6 +75,14 @@ def build_native(stage: ElasticsearchFirstStage, meta: IndexMeta, options: ModeO
                       options.allow_rerank_failures)
 
 
+def native_rule(cluster: ClusterInfo, meta: IndexMeta) -> str | None:
+    """The inference endpoints ``es setup`` registered (one per first stage; the builder picks its own)."""
+    if meta.inference:
+        return None
+    return ("the index has no inference endpoint; run `esrerank es setup` against a cluster that supports "
+            "mode native")
+
+
 def prepare_native(client: Any, index: str, meta: IndexMeta, sidecar_url: str, token: str | None,
                    cluster: ClusterInfo, stack: RunCleanup) -> IndexMeta:
     """A throw-away run's inference endpoints (one per first stage), deleted after the run."""
@@ -99,5 +107,5 @@ register_mode(ModeSpec(
     requires={"elasticsearch": {"version": {8: (8, 19), 9: (9, 1)}, "version_text": "8.19+ or 9.1+",
                                 "licence": True,
                                 "why": "the custom inference service and text_similarity_reranker"}},
-    prepare=prepare_native, order=0,
+    prepare=prepare_native, rule=native_rule, order=0,
     sidecar="Elasticsearch, through a `custom` inference endpoint (`/v1/rerank?score=linear`)"))
