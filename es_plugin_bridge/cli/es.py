@@ -24,7 +24,7 @@ from es_plugin_bridge.cli.es_options import (
 from es_plugin_bridge.cli.mode_options import ModeChoice, ModeCommand
 from es_plugin_bridge.cli.query_text import query_text
 from es_plugin_bridge.core.fusion import FIRST_STAGES
-from es_plugin_bridge.elastic.cluster.connection import DEFAULT_INDEX
+from es_plugin_bridge.defaults import DEFAULT_INDEX
 from es_plugin_bridge.errors import UserError
 
 MODE_CHOICE = ModeChoice()
@@ -283,7 +283,7 @@ def search_command(
     client = pop_connection(conn).client()
     searcher = open_mode(client, index_name, mode, first_stage, window=window,
                          sidecar=sidecar_target(sidecar_url, token, timeout, sidecar_ca_certs),
-                         allow_rerank_failures=allow_rerank_failures, mode_options=mode_options,
+                         allow_rerank_failures=allow_rerank_failures, **mode_options,
                          global_statistics=not shard_statistics)
     mode = searcher.name
     result = searcher.search(question_from_text(text), top)

@@ -6,25 +6,35 @@ module, a test's toy mode) is offered with nothing in ``cli/`` edited.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from es_plugin_bridge.elastic.modes import mode_names, mode_options
+if TYPE_CHECKING:
+    from es_plugin_bridge.elastic.modes import ModeOption
 
-#: Where :class:`ModeCommand` leaves the values of the modes' own options (``ctx.meta``).
-META_KEY = "esrerank.mode_options"
+
+def _names() -> list[str]:
+    from es_plugin_bridge.elastic.modes import mode_names  # the registry loads its modes on first use
+
+    return list(mode_names())
+
+
+def _options() -> tuple[ModeOption, ...]:
+    from es_plugin_bridge.elastic.modes import mode_options
+
+    return mode_options()
 
 
 class ModeChoice(click.Choice):
     """``click.Choice`` over the registered modes, read each time click asks."""
 
     def __init__(self) -> None:
-        super().__init__(list(mode_names()))
+        super().__init__([])
 
     @property  # type: ignore[override]
     def choices(self) -> Sequence[str]:
-        return list(mode_names())
+        return _names()
 
     @choices.setter
     def choices(self, value: Sequence[str]) -> None:  # click.Choice.__init__ sets it; the registry rules
@@ -44,10 +54,10 @@ class ModeCommand(click.Command):
         own = super().get_params(ctx)
         names = {p.name for p in own}
         extra = [_click_option(o.flag, o.dest, o.help, o.choices)
-                 for o in mode_options() if o.dest not in names]
+                 for o in _options() if o.dest not in names]
         return [*own[:-1], *extra, own[-1]]  # the help option stays last
 
     def invoke(self, ctx: click.Context) -> Any:
-        declared = {o.dest for o in mode_options()}
+        declared = {o.dest for o in _options()}
         ctx.params["mode_options"] = {k: ctx.params.pop(k) for k in list(ctx.params) if k in declared}
         return super().invoke(ctx)

@@ -20,7 +20,7 @@ from es_plugin_bridge.cli.es_options import (
 from es_plugin_bridge.cli.query_text import query_text
 from es_plugin_bridge.cli.search_output import print_json, print_table
 from es_plugin_bridge.core.fusion import FIRST_STAGES
-from es_plugin_bridge.elastic.cluster.connection import DEFAULT_INDEX
+from es_plugin_bridge.defaults import DEFAULT_INDEX
 
 
 @click.command("search", context_settings={"help_option_names": ["-h", "--help"]})

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from es_plugin_bridge.data.types import Question
+from es_plugin_bridge.defaults import DEFAULT_INDEX
 from es_plugin_bridge.elastic import queries
-from es_plugin_bridge.elastic.cluster.connection import DEFAULT_INDEX
 from es_plugin_bridge.elastic.mappings import index_body, rerank_text
 from es_plugin_bridge.elastic.setup import inference_endpoint, inference_id
 from es_plugin_bridge.text import Preprocessor

@@ -21,7 +21,7 @@ from es_plugin_bridge.elastic.cluster.connection import ClusterInfo
 from es_plugin_bridge.elastic.engine import ElasticsearchFirstStage
 from es_plugin_bridge.elastic.modes import ModeOption, ModeSpec, register_mode
 from es_plugin_bridge.elastic.modes.base import Ask, Mode, ModeOptions, ModeResult
-from es_plugin_bridge.elastic.modes.factory import make_mode
+from es_plugin_bridge.elastic.modes.factory import make_mode, open_mode
 from es_plugin_bridge.elastic.setup import IndexMeta
 from es_plugin_bridge.errors import UserError
 
@@ -107,3 +107,11 @@ def test_make_mode_builds_the_toy_by_its_rule_and_option(toy):
     built = make_mode("toy", stage, meta(params={"toy": {}}), extra={"toy_depth": "7"}, **options)
     assert isinstance(built, ToyMode) and built.depth == 7
     assert toy.unavailable(OPENSEARCH, meta(params={"toy": {}})) is None
+
+
+def test_open_mode_takes_a_modes_option_by_its_dest_and_refuses_an_undeclared_one(toy):
+    """``open_mode(..., knn=...)`` and ``toy_depth=...`` are the modes' own options; a keyword no mode
+    declares fails before the cluster is asked anything, as a misspelt keyword does."""
+    target = SidecarTarget("http://s:1", None, 1.0)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'toy_deep'"):
+        open_mode(None, "idx", "toy", "bm25", window=10, sidecar=target, toy_deep=3)

@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from es_plugin_bridge.defaults import DEFAULT_ES_URL
 from es_plugin_bridge.elastic.cluster.dialect import (
     ELASTICSEARCH,
     OPENSEARCH,
@@ -30,10 +31,6 @@ from es_plugin_bridge.elastic.cluster.dialect import (
 from es_plugin_bridge.elastic.cluster.engine_errors import reason_of
 from es_plugin_bridge.errors import UserError
 
-#: The product's defaults for reaching a cluster and naming its questions index, defined here only:
-#: every command and example reads them.
-DEFAULT_URL = "http://localhost:9200"
-DEFAULT_INDEX = "esrerank-questions"
 T = TypeVar("T")
 #: The client's first release with ``elasticsearch.dsl`` (typed queries, used by every request body).
 MIN_CLIENT = (8, 18)
@@ -88,7 +85,7 @@ def check_client_version(cluster_major: int, client: tuple[int, int, int] | None
 class Connection:
     """Where the cluster is and how to authenticate (API key, or username and password)."""
 
-    url: str = DEFAULT_URL
+    url: str = DEFAULT_ES_URL
     api_key: str | None = None
     username: str | None = None
     password: str | None = None
