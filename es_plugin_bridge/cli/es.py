@@ -133,7 +133,7 @@ def setup_command(
     if from_index is None:
         click.echo(f"next: esrerank es index SPEC --index {done.index}")
     else:
-        click.echo(f"next: esrerank es search QUERY --index {done.index} --mode {done.meta.suggested_mode}")
+        click.echo(f"next: esrerank es search QUERY --index {done.index} --mode {done.suggested_mode}")
 
 
 @es_group.command("index")
@@ -233,8 +233,8 @@ allow_failures_option = click.option(
 @es_group.command("search", cls=ModeCommand)
 @click.argument("query", nargs=-1, required=True)
 @click.option("--mode", type=MODE_CHOICE, default=None,
-              help="How to rerank (default: the mode es setup recorded as best for the index, learned-hybrid "
-              "where the index holds vectors and the model its fit).")
+              help="How to rerank (default: the first mode this cluster runs on the index, as es setup's "
+              "last line names it: learned-hybrid where the index holds vectors and the model its fit).")
 @click.option("--first-stage", type=STAGE_CHOICE, default="bm25", show_default=True)
 @click.option("--top", default=10, show_default=True, type=click.IntRange(min=1))
 @click.option(

@@ -37,7 +37,13 @@ class Provisioned:
 
     index: str
     meta: IndexMeta
+    cluster: ClusterInfo
     lines: list[str] = field(default_factory=list)
+
+    @property
+    def suggested_mode(self) -> str:
+        """The mode ``es search`` will run on the index without ``--mode`` (``IndexMeta.suggested_mode``)."""
+        return self.meta.suggested_mode(self.cluster)
 
 
 @dataclass(frozen=True)
@@ -82,7 +88,7 @@ def provision(
         raise UserError(f"--from-index needs Elasticsearch to embed the questions: {embed_off}")
     endpoints, native_off = register_endpoints(client, index, meta, sidecar_from_es, token, cluster)
     meta = replace(meta, inference=endpoints, embedding=embedding)
-    done = Provisioned(index, meta)
+    done = Provisioned(index, meta, cluster)
     body = mappings.index_body(
         dimension=meta.dimension,
         neural_similarity=meta.neural_similarity,
@@ -207,7 +213,7 @@ def provision_opensearch(client: Any, cluster: ClusterInfo, index: str, meta: In
                                analyzer=theirs.analyzer if theirs is not None else None,
                                analysis=theirs.analysis if theirs is not None else None,
                                knn_graph=meta.source.get("hnsw") is not False, **layout.body_options())
-    done = Provisioned(index, meta)
+    done = Provisioned(index, meta, cluster)
     vectors = "no vectors" if meta.dimension is None else f"{meta.dimension}-d vectors"
     if in_place is not None:
         done.lines.append(extend_in_place(client, in_place, body["mappings"]["properties"], META_KEY,

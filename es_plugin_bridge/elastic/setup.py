@@ -118,20 +118,17 @@ class IndexMeta:
             return "the index holds no vectors (--no-vectors)"
         return None
 
-    @property
-    def suggested_mode(self) -> str:
-        """The mode ``es search`` runs without ``--mode`` (and ``es setup``'s last line names): the learned
-        hybrid where the index holds vectors and the model records its fit (benchmarks/engine_hybrid.py:
-        the best of every mode and of the engine's own hybrids, at the engine's speed); else rerank where
-        OpenSearch has a search pipeline for the index, hybrid where it holds vectors, native where it
-        has an endpoint (a pairwise model, or --no-vectors), else bridge (runs anywhere)."""
-        if self.dimension is not None and self.hybrid is not None:
-            return "learned-hybrid"
-        if self.search_pipeline:
-            return "rerank"
-        if self.dimension is not None:
-            return "hybrid"
-        return "native" if self.inference else "bridge"
+    def suggested_mode(self, cluster: ClusterInfo) -> str:
+        """The mode ``es search`` runs on this index without ``--mode`` (and ``es setup``'s last line
+        names): the first ready on ``cluster`` (``ModeSpec.unavailable``) in the modes' ``suggest`` order —
+        the learned hybrid where the index holds vectors and the model records its fit
+        (benchmarks/engine_hybrid.py: the best of every mode and of the engine's own hybrids, at the
+        engine's speed); else rerank where OpenSearch has a search pipeline for the index, hybrid where it
+        holds vectors, native where it has an endpoint and the licence (a pairwise model, or
+        --no-vectors), else bridge (runs anywhere)."""
+        from es_plugin_bridge.elastic.modes import suggested_mode
+
+        return suggested_mode(cluster, self)
 
     @property
     def hnsw_off_reason(self) -> str | None:

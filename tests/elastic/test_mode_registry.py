@@ -27,6 +27,7 @@ from es_plugin_bridge.elastic.modes import (
     vector_modes,
 )
 from es_plugin_bridge.elastic.modes.factory import refuse_without_vectors
+from es_plugin_bridge.elastic.setup import IndexMeta
 from es_plugin_bridge.errors import UserError
 
 MODES = mode_names()
@@ -170,3 +171,37 @@ def test_listing_the_modes_loads_no_search_client():
             "print(len(names), sorted(m for m in ('elasticsearch', 'opensearchpy') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.split() == [str(len(MODES)), "[]"]
+
+
+def _meta(**changes: object) -> IndexMeta:
+    fields: dict = {"model": "m", "model_type": "transformer", "dimension": 384,
+                    "neural_similarity": "cosine", "fusion": {"bm25": {}}, "text": {}}
+    return IndexMeta(**{**fields, **changes})  # type: ignore[arg-type]
+
+
+TRIAL = ClusterInfo((9, 1, 0), "trial", True)
+BASIC = ClusterInfo((9, 1, 0), "basic", True)
+OPENSEARCH = ClusterInfo((2, 19, 1), "apache-2.0", True, "opensearch")
+
+
+@pytest.mark.parametrize(("cluster", "meta", "expected"), [
+    (TRIAL, _meta(hybrid={"normalization": "min_max"}), "learned-hybrid"),
+    (OPENSEARCH, _meta(hybrid={"normalization": "min_max"}, search_pipeline="p"), "learned-hybrid"),
+    (OPENSEARCH, _meta(search_pipeline="p"), "rerank"),
+    (TRIAL, _meta(), "hybrid"),
+    (TRIAL, _meta(dimension=None, inference={"bm25": "ep"}), "native"),
+    (TRIAL, _meta(pairwise=True, inference={"bm25": "ep"}, hybrid={"normalization": "min_max"}), "native"),
+    # what the cluster cannot run is not suggested (ModeSpec.unavailable): native without the licence,
+    # the hybrids on an OpenSearch older than their features
+    (BASIC, _meta(dimension=None, inference={"bm25": "ep"}), "bridge"),
+    (ClusterInfo((2, 11, 0), "apache-2.0", True, "opensearch"), _meta(hybrid={"normalization": "min_max"}),
+     "bridge"),
+    (ClusterInfo((2, 15, 0), "apache-2.0", True, "opensearch"),
+     _meta(hybrid={"normalization": "min_max"}, search_pipeline="p"), "rerank"),
+    (TRIAL, _meta(dimension=None), "bridge"),
+])
+def test_the_suggested_mode_is_the_first_ready_by_the_modes_own_rules(cluster, meta, expected):
+    """``IndexMeta.suggested_mode`` reads ``ModeSpec.unavailable``: the mode ``es search`` runs without
+    ``--mode`` is one that this cluster runs on this index, never one ``make_mode`` would refuse."""
+    assert meta.suggested_mode(cluster) == expected
+    assert mode_spec(expected).unavailable(cluster, meta) is None

@@ -41,8 +41,10 @@ class IndexMeta(Protocol):
     @property
     def no_vectors_reason(self) -> str | None: ...
 
+
+
 __all__ = ["ModeOption", "ModeSpec", "mode_names", "mode_options", "mode_spec", "readiness_lines",
-           "register_mode", "vector_modes"]
+           "register_mode", "suggested_mode", "vector_modes"]
 
 
 @dataclass(frozen=True)
@@ -75,7 +77,9 @@ class ModeSpec:
     index beyond the registry's fields (a pipeline, an endpoint, a fit), read by :meth:`unavailable`;
     ``support``: per engine, the versions and licence
     in words where a feature upgrades the mode beyond ``requires`` (one call instead of two); the docs'
-    modes table is drawn from these fields (``docs/hooks/modes.py``)."""
+    modes table is drawn from these fields (``docs/hooks/modes.py``); ``suggest``: the mode's place among
+    those ``es search`` may run without ``--mode`` (:func:`suggested_mode`: the lowest that is ready on
+    the cluster and the index), None: never chosen for the user."""
 
     name: str
     builder: Callable[..., Any]
@@ -90,6 +94,7 @@ class ModeSpec:
     support: Mapping[str, str] = field(default_factory=dict)
     options: tuple[ModeOption, ...] = ()
     rule: Callable[[Any, Any], str | None] | None = None
+    suggest: int | None = None
 
     def unavailable(self, cluster: ClusterInfo, meta: IndexMeta) -> str | None:
         """Why this mode cannot run on ``cluster`` over an index of ``meta``, or None; nothing is built
@@ -175,9 +180,23 @@ def readiness_lines(cluster: ClusterInfo, meta: IndexMeta, written: Collection[s
     lines = []
     for name in mode_names(cluster.engine):
         if name not in written:
-            spec = mode_spec(name)
-            # the builders refuse an index without vectors naming the index; here the reason is enough
-            reason = meta.no_vectors_reason if spec.needs_vectors else None
-            reason = reason or spec.unavailable(cluster, meta)
+            reason = _not_ready(mode_spec(name), cluster, meta)
             lines.append(f"mode {name}: " + ("ready" if reason is None else f"unavailable ({reason})"))
     return lines
+
+
+def suggested_mode(cluster: ClusterInfo, meta: IndexMeta) -> str:
+    """The mode ``es search`` runs without ``--mode`` (and ``es setup``'s last line names): of the modes
+    that declare a ``suggest`` place, the first that is ready on ``cluster`` over an index of ``meta``
+    (:meth:`ModeSpec.unavailable`). None ready: the last of them, whose builder then says why."""
+    offered = sorted((s for s in _MODES.values() if s.suggest is not None),
+                     key=lambda spec: (spec.suggest, spec.name))
+    ready = [spec.name for spec in offered if _not_ready(spec, cluster, meta) is None]
+    return ready[0] if ready else offered[-1].name
+
+
+def _not_ready(spec: ModeSpec, cluster: ClusterInfo, meta: IndexMeta) -> str | None:
+    """:meth:`ModeSpec.unavailable`, or first that the index holds no vectors where the mode needs them
+    (the builders refuse it naming the index; a readiness line and the suggestion need the reason only)."""
+    reason = meta.no_vectors_reason if spec.needs_vectors else None
+    return reason or spec.unavailable(cluster, meta)

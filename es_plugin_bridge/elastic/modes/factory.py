@@ -41,11 +41,11 @@ def open_mode(client: Any, index: str, mode: str | None, first_stage: str, *, wi
               sidecar: SidecarTarget, allow_rerank_failures: bool = False, global_statistics: bool = True,
               **mode_options: Any) -> Mode:
     """Mode ``mode`` over an existing index (``es search``): its meta, its first stage, the cluster;
-    ``mode`` None: the index's best (``IndexMeta.suggested_mode``); ``global_statistics`` False: each shard
-    scores with its own statistics (``elastic/cluster/shards.py``); ``mode_options``: the values of the
-    modes' own CLI options by ``dest`` (``ModeSpec.options``: ``knn="hnsw"``), None where not given; a
-    :class:`ModeOptions` field where one has the name (``knn``), else in its ``extra``. A keyword no mode
-    declares is a TypeError, as for any function."""
+    ``mode`` None: the index's best on this cluster (``IndexMeta.suggested_mode``); ``global_statistics``
+    False: each shard scores with its own statistics (``elastic/cluster/shards.py``); ``mode_options``:
+    the values of the modes' own CLI options by ``dest`` (``ModeSpec.options``: ``knn="hnsw"``), None
+    where not given; a :class:`ModeOptions` field where one has the name (``knn``), else in its
+    ``extra``. A keyword no mode declares is a TypeError, as for any function."""
     from es_plugin_bridge.elastic.cluster.connection import cluster_info
     from es_plugin_bridge.elastic.engine import open_engine
     from es_plugin_bridge.engines.registry import EngineContext
@@ -57,14 +57,15 @@ def open_mode(client: Any, index: str, mode: str | None, first_stage: str, *, wi
         raise TypeError(f"open_mode() got an unexpected keyword argument {unknown[0]!r} (the modes' options: "
                         f"{', '.join(sorted(declared))})")
     meta = read_meta(client, index)
-    mode = mode or meta.suggested_mode
+    cluster = cluster_info(client)
+    mode = mode or meta.suggested_mode(cluster)
     engine = open_engine(EngineContext(tokens=Preprocessor(meta.text_options()).tokens, options={
         "client": client, "index": index, "fields": (meta.title_field, meta.body_field)}))
     stage = engine.first_stage(first_stage)
     stage.global_statistics = global_statistics
     given = {k: v for k, v in mode_options.items() if v is not None}
     fields = {k: given.pop(k) for k in list(given) if k in ModeOptions.__dataclass_fields__}
-    return make_mode(mode, stage, meta, window=window, sidecar=sidecar, cluster=cluster_info(client),
+    return make_mode(mode, stage, meta, window=window, sidecar=sidecar, cluster=cluster,
                      allow_rerank_failures=allow_rerank_failures, extra=given, **fields)
 
 

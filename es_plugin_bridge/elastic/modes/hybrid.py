@@ -397,7 +397,7 @@ register_mode(ModeSpec(
         # SearchHit.toInnerXContent reads the URL parameter)
         "opensearch": {"version": {2: (2, 13)}, "version_text": "2.13+"},
     },
-    ranker="hybrid", order=3, options=(KNN_OPTION,),
+    ranker="hybrid", order=3, suggest=2, options=(KNN_OPTION,),
     sidecar="the client, once per query (`/v1/encode`); candidates from the first stage **and** the "
             "vectors' window, scored with β inside the engine"))
 register_mode(ModeSpec(

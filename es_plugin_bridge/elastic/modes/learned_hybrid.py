@@ -208,7 +208,7 @@ register_mode(ModeSpec(
         # the two windows' msearch (include_named_queries_score is not needed): any 8.x with knn
         "elasticsearch": {"version": {8: (8, 0), 9: (9, 0)}, "version_text": "8.0+"},
     },
-    ranker="learned-hybrid", order=-1, rule=learned_hybrid_rule, options=(KNN_OPTION,),
+    ranker="learned-hybrid", order=-1, suggest=0, rule=learned_hybrid_rule, options=(KNN_OPTION,),
     sidecar="the client, once per query (`/v1/encode`), or OpenSearch itself (`neural` query, on an index "
             "set up with `--embed-at-ingest`); one search",
     support={"opensearch": "2.19+ with neural-search: one `hybrid` query, the fitted "

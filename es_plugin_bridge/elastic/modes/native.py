@@ -107,5 +107,5 @@ register_mode(ModeSpec(
     requires={"elasticsearch": {"version": {8: (8, 19), 9: (9, 1)}, "version_text": "8.19+ or 9.1+",
                                 "licence": True,
                                 "why": "the custom inference service and text_similarity_reranker"}},
-    prepare=prepare_native, rule=native_rule, order=0,
+    prepare=prepare_native, rule=native_rule, order=0, suggest=3,
     sidecar="Elasticsearch, through a `custom` inference endpoint (`/v1/rerank?score=linear`)"))

@@ -171,6 +171,6 @@ register_mode(ModeSpec(
     engines=("opensearch",),
     # plugins.ml_commons.connector.private_ip_enabled (a sidecar on a private address): 2.15
     requires={"opensearch": {"version": {2: (2, 15)}, "version_text": "2.15+"}}, ranker="model", order=5,
-    prepare=prepare_rerank, rule=rerank_rule,
+    suggest=1, prepare=prepare_rerank, rule=rerank_rule,
     sidecar="OpenSearch, through the search pipeline's `rerank` processor and an ml-commons connector "
             "(`/v1/rerank`)"))
