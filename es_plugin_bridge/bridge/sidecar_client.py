@@ -20,9 +20,10 @@ succeeds); otherwise it says the sidecar closed the connection, as one at ``--ma
 restarting does (issue 48, item 10). A 503 or 429 with ``Retry-After`` is the sidecar's bounded queue:
 "busy (queue full)". Each call sends its deadline (``request_deadline.HEADER``: the timeout less a
 margin), so the sidecar drops the work of a call this client has stopped waiting for.
-Documents the sidecar cannot take (a blank title) are left out of the request and ranked last, so one
-bad corpus entry does not cost the whole window its reranking. Proxy variables are not consulted (the
-sidecar is a neighbour of its caller).
+Documents the sidecar would not score (blank, or over its length: the server's own rule,
+``text.sidecar_text.unscored_candidate``; a blank title with a body is scored, as when an engine sends
+it) are left out of the request and ranked last, so one bad corpus entry does not cost the whole window
+its reranking. Proxy variables are not consulted (the sidecar is a neighbour of its caller).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from es_plugin_bridge.bridge.sidecar_target import DEFAULT_TIMEOUT, SidecarTarge
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.request_deadline import HEADER, header_value
-from es_plugin_bridge.text.sidecar_text import sidecar_refusal
+from es_plugin_bridge.text.sidecar_text import sidecar_refusal, unscored_candidate
 
 log = logging.getLogger(__name__)
 
@@ -258,20 +259,24 @@ class SidecarClient:
     ) -> list[tuple[int, float]]:
         """(document index, relevance_score) for every document, best first.
 
-        Documents with a blank title (which the sidecar refuses) come last, in their given order, with
-        score 0.0; a query with a blank title cannot be reranked at all (SidecarUnavailable).
+        Documents the sidecar would give the lowest score unscored (every part blank, or a part over its
+        length: ``text.sidecar_text.unscored_candidate``) are not sent and come last, in their given order,
+        with score 0.0; a document with a blank title and a body is sent and scored, as the server scores
+        it when an engine sends it (modes native, rerank). A query with a blank title cannot be reranked
+        at all (SidecarUnavailable): the server refuses a query whose title part is blank.
         """
         if not query.title.strip():
             raise SidecarUnavailable("the query has no title; the sidecar cannot score it")
         refusal = sidecar_refusal(query)  # what the sidecar would refuse is not sent (text.sidecar_text)
         if refusal is not None:
             raise SidecarUnavailable(f"the sidecar cannot score the query: {refusal}")
-        sent = [i for i, d in enumerate(documents) if d.title.strip()]
+        sent = [i for i, d in enumerate(documents) if unscored_candidate(d) is None]
         left_out = sorted(set(range(len(documents))) - set(sent))
         if left_out:
-            log.info("%d of %d documents have no title; ranked last", len(left_out), len(documents))
+            log.info("%d of %d documents are blank or too long for the sidecar; ranked last", len(left_out),
+                     len(documents))
         if not sent:
-            raise SidecarUnavailable("no document has a title; nothing for the sidecar to rerank")
+            raise SidecarUnavailable("no document holds text the sidecar scores; nothing for it to rerank")
         body: dict = {
             "query": {"id": query.id, "title": query.title, "body": query.body},
             "documents": [{"id": documents[i].id, "title": documents[i].title, "body": documents[i].body}

@@ -4,6 +4,10 @@ embedded ``embed`` and ``es index`` ask the same questions before a text is scor
 * :func:`sidecar_refusal`: why the sidecar refuses a text as a query or a text to embed (a lone
   surrogate, blank, over :data:`MAX_TEXT_CHARS`, or nothing left once the model's own preprocessing
   has run: ``"!!!"``, ``"\\u200b"``, ``"<p></p>"`` read as no token, the same as a blank text), or None.
+* :func:`unscored_candidate`: why the sidecar gives a rerank candidate the lowest score without scoring it
+  (``too_long``, ``blank``: every part blank, or read as no token), or None. A candidate with a blank
+  title and a body is scored (the engines send ``title<p>body</p>`` as one string, which reads so), and
+  the bridge's client leaves out of its request exactly what the server would not score.
 * :func:`model_part`: a query cut to what any model reads of it (:data:`MODEL_TEXT_CHARS` of the title
   and of the body), so an over-long query still searches: the first stage takes it whole, the sidecar
   its start, which is all the model reads anyway.
@@ -91,6 +95,23 @@ def sidecar_refusal(text: str | Question, preprocessor: Preprocessor | None = No
     return None
 
 
+def unscored_candidate(text: str | Question, preprocessor: Preprocessor | None = None) -> str | None:
+    """Why the sidecar gives ``text`` as a rerank candidate the lowest score without scoring it
+    (``too_long``: a part over :data:`MAX_TEXT_CHARS`; ``blank``: every part blank, or, with the served
+    model's ``preprocessor``, read as no token), or None when it is scored. An engine needs one score per
+    candidate, so none of these is refused."""
+    parts = [text] if isinstance(text, str) else [text.title, text.body]
+    if any(len(part) > MAX_TEXT_CHARS for part in parts):
+        return "too_long"
+    if all(is_blank(part) for part in parts):
+        return "blank"
+    if preprocessor is not None:
+        question = question_from_text(text) if isinstance(text, str) else text
+        if reads_nothing(question, preprocessor):
+            return "blank"
+    return None
+
+
 def query_refusal(query: Question | str) -> str | None:
     """Why ``query`` cannot be searched at all (a lone surrogate, nothing but blanks), or None: the
     library's entry points (``BridgeSearch``, every mode's ``search``) raise it as the CLI does, one line
@@ -116,4 +137,4 @@ def model_part(query: Question) -> Question:
 
 
 __all__ = ["MAX_TEXT_CHARS", "MODEL_TEXT_CHARS", "is_blank", "lone_surrogate", "model_part", "query_refusal",
-           "reads_nothing", "sidecar_refusal"]
+           "reads_nothing", "sidecar_refusal", "unscored_candidate"]
