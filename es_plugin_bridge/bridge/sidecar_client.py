@@ -1,7 +1,13 @@
-"""HTTP client of the sidecar's ``/v1/rerank``: a down or slow sidecar is ``SidecarUnavailable`` (the
-caller falls back to the first-stage order); a request the sidecar refuses is a ``UserError``
-(a wrong token or a model without β for the first stage is a configuration mistake to report,
-not an outage to hide).
+"""The product's one HTTP client of the sidecar, on one pool of connections: ``/v1/rerank`` for mode
+bridge (a down or slow sidecar is ``SidecarUnavailable``: the caller falls back to the first-stage
+order; a request the sidecar refuses is a ``UserError``: a wrong token or a model without β for the
+first stage is a configuration mistake to report, not an outage to hide), and ``/v1/encode``,
+``/readyz`` and the token check for every mode that embeds the query, ``es index``, ``es setup`` and
+``es evaluate`` (:meth:`SidecarClient.embed`, :meth:`~SidecarClient.ready`,
+:meth:`~SidecarClient.check_token`). Indexing must not lose documents silently, so there an unreachable
+sidecar or a refused batch is an :class:`EmbedError` with the reason; the bulk indexer counts every id of
+a batch the sidecar did not answer as failed (and says why), and a batch it refused
+(:attr:`EmbedError.refused_a_text`) is split until the texts it refuses fail alone.
 
 ``timeout`` bounds the whole call — resolving, connecting, sending, and every byte of the answer — not
 each socket read: a sidecar trickling one byte a second would otherwise hold a search for as long as it
@@ -37,19 +43,36 @@ import ssl
 import threading
 import urllib.parse
 from collections.abc import Sequence
+from typing import Any
 
 from es_plugin_bridge.bridge.connection_pool import ConnectionPool, SidecarConnection
 from es_plugin_bridge.bridge.sidecar_target import DEFAULT_TIMEOUT, SidecarTarget, untrusted_certificate
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.request_deadline import HEADER, header_value
-from es_plugin_bridge.text.sidecar_text import sidecar_refusal, unscored_candidate
+from es_plugin_bridge.text.sidecar_text import rerank_text, sidecar_refusal, unscored_candidate
 
 log = logging.getLogger(__name__)
 
 
 class SidecarUnavailable(Exception):
     """The sidecar did not answer usefully in time (connection refused, timeout, 5xx, bad body)."""
+
+
+class EmbedError(Exception):
+    """The sidecar could not embed a batch (down, slow, or refused it): the batch is not indexed.
+
+    ``status``: the sidecar's HTTP status when it answered, None when it did not."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+    @property
+    def refused_a_text(self) -> bool:
+        """The sidecar refused what it was sent (400, 413 or 422: e.g. a text over its length limit), not
+        the caller (401/403) and not for being down: a smaller batch without that text would pass."""
+        return self.status in (400, 413, 422)
 
 
 #: Seconds past the deadline that an abandoned call's socket operations may still take.
@@ -60,12 +83,13 @@ _STALE = (ConnectionResetError, ConnectionAbortedError, BrokenPipeError, ssl.SSL
 
 
 class _Call:
-    """One POST, run on a worker thread: the caller waits on ``done`` for as long as its deadline allows
+    """One request, run on a worker thread: the caller waits on ``done`` for as long as its deadline allows
     and then calls :meth:`abort`, which shuts down the socket this call holds (its own reference)."""
 
-    def __init__(self, pool: ConnectionPool, url: str, path: str, data: bytes,
-                 headers: dict[str, str]) -> None:
+    def __init__(self, pool: ConnectionPool, url: str, path: str, data: bytes | None,
+                 headers: dict[str, str], method: str = "POST") -> None:
         self.pool, self.url, self.path, self.data, self.headers = pool, url, path, data, headers
+        self.method = method
         self.done = threading.Event()
         self.answer: tuple[int, bytes] | None = None
         self.retry_after: str | None = None  # the answer's Retry-After header
@@ -115,7 +139,7 @@ class _Call:
                 self._hold(conn.sock)
             else:
                 self._connect(conn)
-            conn.request("POST", self.path, body=self.data, headers=self.headers)
+            conn.request(self.method, self.path, body=self.data, headers=self.headers)
             resp = conn.getresponse()
             try:
                 self.answer = (resp.status, resp.read())
@@ -215,21 +239,24 @@ class SidecarClient:
         self.pool = ConnectionPool(lambda: SidecarConnection(host, port, timeout + _THREAD_GRACE_S, tls))
 
     @classmethod
-    def reaching(cls, target: SidecarTarget) -> SidecarClient:
-        """The client of a :class:`SidecarTarget` (the command line's one value for the sidecar)."""
-        return cls(target.url, token=target.token, timeout=target.timeout, ca_certs=target.ca_certs)
+    def reaching(cls, target: SidecarTarget, timeout: float | None = None) -> SidecarClient:
+        """The client of a :class:`SidecarTarget` (the command line's one value for the sidecar);
+        ``timeout`` overrides the target's (bulk embedding waits longer than a search)."""
+        return cls(target.url, token=target.token, timeout=target.timeout if timeout is None else timeout,
+                   ca_certs=target.ca_certs)
 
     def close(self) -> None:
         """Close the idle connections kept for the next calls."""
         self.pool.close()
 
-    def _post(self, path: str, body: dict) -> tuple[int, bytes]:
-        """(status, body) of one POST, all of it within ``timeout`` seconds (SidecarUnavailable else)."""
-        data = json.dumps(body).encode()
+    def _exchange(self, method: str, path: str, body: dict | None) -> tuple[int, bytes, str | None]:
+        """(status, body, Retry-After) of one request, all of it within ``timeout`` seconds
+        (SidecarUnavailable else)."""
+        data = json.dumps(body).encode() if body is not None else None
         headers = {"Content-Type": "application/json", HEADER: header_value(self.timeout)}
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
-        call = _Call(self.pool, self.url, self._prefix + path, data, headers)
+        call = _Call(self.pool, self.url, self._prefix + path, data, headers, method)
         worker = threading.Thread(target=call.run, name="sidecar-call", daemon=True)
         worker.start()
         if not call.done.wait(self.timeout):
@@ -240,15 +267,72 @@ class SidecarClient:
         if call.error is not None:
             raise call.error
         assert call.answer is not None
-        status, payload = call.answer
-        if status in (429, 503) and call.retry_after is not None:
+        return (*call.answer, call.retry_after)
+
+    def _post(self, path: str, body: dict) -> tuple[int, bytes]:
+        """(status, body) of one POST of a search (SidecarUnavailable when busy, timed out or down)."""
+        status, payload, retry_after = self._exchange("POST", path, body)
+        if status in (429, 503) and retry_after is not None:
             why = "predicted past the deadline" if b"past its deadline" in payload else "queue full"
             raise SidecarUnavailable(f"the sidecar is busy ({why}): it answered {status}, retry after "
-                                     f"{call.retry_after[:20]} s")
+                                     f"{retry_after[:20]} s")
         if status == 504:  # serving.deadline (the request's deadline passed: not computed) or a gateway's
             detail = payload.decode("utf-8", "replace")[:300]
             raise SidecarUnavailable(f"sidecar timed out: it answered 504: {detail}")
-        return call.answer
+        return status, payload
+
+    def _read(self, method: str, path: str, body: dict | None = None) -> Any:
+        """The JSON answer of one indexing-side call; EmbedError with the status when the sidecar
+        refuses, without one when it does not answer (an untrusted certificate stays a UserError)."""
+        try:
+            status, payload, _ = self._exchange(method, path, body)
+        except SidecarUnavailable as exc:
+            raise EmbedError(f"sidecar at {self.url} did not answer {path}: {exc}") from None
+        if status >= 300:
+            detail = payload.decode("utf-8", "replace")[:300]
+            raise EmbedError(f"sidecar answered {status} to {path}: {detail}", status)
+        try:
+            return json.loads(payload)
+        except ValueError as exc:
+            raise EmbedError(f"sidecar at {self.url} did not answer {path}: {exc}") from None
+
+    def ready(self) -> dict[str, Any]:
+        """``GET /readyz`` (model name, type, dimension, fusion stages); UserError when it does not answer."""
+        try:
+            return self._read("GET", "/readyz")  # type: ignore[no-any-return]
+        except EmbedError as exc:
+            raise UserError(f"{exc} (start it with `esrerank serve MODEL_DIR`)") from None
+
+    def check_token(self, *, pairwise: bool = False) -> None:
+        """One tiny authenticated call, so a wrong token fails setup instead of every batch.
+
+        ``pairwise``: the model has no vector per text and the sidecar refuses ``/v1/encode``, so the
+        call is a one-document ``/v1/rerank`` (what Elasticsearch will call in mode native)."""
+        check = Question("token-check", "token check", "")
+        try:
+            if not pairwise:
+                self.embed([check])
+                return
+            text = rerank_text(check)
+            answer = self._read("POST", "/v1/rerank", {"query": text, "documents": [text]})
+            results = answer.get("results") if isinstance(answer, dict) else None
+            if not isinstance(results, list) or len(results) != 1:
+                count = len(results) if isinstance(results, list) else 0
+                raise EmbedError(f"sidecar answered {count} results to /v1/rerank for one document")
+        except EmbedError as exc:
+            raise UserError(str(exc)) from None
+
+    def embed(self, questions: Sequence[Question]) -> list[dict[str, Any]]:
+        """One ``{"vector": [...], "terms": {token: weight}}`` per question, in order (``/v1/encode``)."""
+        # As the strings Elasticsearch itself sends (mode native): a question with an empty title
+        # still embeds, and both paths see the same text.
+        answer = self._read("POST", "/v1/encode", {"texts": [rerank_text(q) for q in questions]})
+        embeddings = answer.get("embeddings") if isinstance(answer, dict) else None
+        if not isinstance(embeddings, list) or len(embeddings) != len(questions):
+            raise EmbedError(
+                f"sidecar answered {len(embeddings or [])} embeddings for {len(questions)} texts"
+            )
+        return embeddings
 
     def rerank(
         self,

@@ -325,14 +325,14 @@ def setup_index(connection: Any, model_dir: Any, index: str, sidecar: Any, *, si
     if source is not None and source.in_place and layout != ONE_SHARD:
         raise UserError("--shards and --replicas shape a new index; with --in-place your index keeps its own "
                         "(OpenSearch fixes number_of_shards when an index is created)")
+    from es_plugin_bridge.bridge.sidecar_client import SidecarClient
     from es_plugin_bridge.elastic.cluster.connection import cluster_info
     from es_plugin_bridge.elastic.setup import check_sidecar, meta_for_model
-    from es_plugin_bridge.elastic.sidecar_embedder import SidecarEmbedder
     from es_plugin_bridge.serving.model_dir import ModelDirectory
     from es_plugin_bridge.text import TextOptions
 
     model = ModelDirectory.load(model_dir)  # verifies the manifest before anything is created
-    ready = check_sidecar(SidecarEmbedder.reaching(sidecar, timeout=max(sidecar.timeout, 10.0)), model)
+    ready = check_sidecar(SidecarClient.reaching(sidecar, timeout=max(sidecar.timeout, 10.0)), model)
     meta = meta_for_model(model, ready, TextOptions())
     client = connection.client()
     cluster = cluster_info(client)

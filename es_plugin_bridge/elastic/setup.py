@@ -20,9 +20,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from es_plugin_bridge.bridge.sidecar_client import SidecarClient
 from es_plugin_bridge.core.fusion import FIRST_STAGES
 from es_plugin_bridge.elastic.cluster.connection import ClusterInfo, call, es_errors
-from es_plugin_bridge.elastic.sidecar_embedder import SidecarEmbedder
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.text import TextOptions
 
@@ -333,7 +333,7 @@ def register_embedding(
     return {**ids, "pipeline": pipeline}, None
 
 
-def check_sidecar(embedder: SidecarEmbedder, model_dir: Any) -> dict[str, Any]:
+def check_sidecar(embedder: SidecarClient, model_dir: Any) -> dict[str, Any]:
     """``/readyz`` answers, the sidecar serves ``model_dir``'s model and the token works; the readiness
     document. The token is tried on an endpoint that model serves: ``/v1/rerank`` for a pairwise model
     (it refuses ``/v1/encode``), ``/v1/encode`` otherwise (what ``es index`` will call)."""

@@ -22,12 +22,12 @@ import pytest
 from waitress.server import create_server
 
 from es_plugin_bridge.bridge import BridgeSearch, SidecarClient
-from es_plugin_bridge.bridge.sidecar_client import SidecarUnavailable
+from es_plugin_bridge.bridge.sidecar_client import EmbedError, SidecarUnavailable
 from es_plugin_bridge.bridge.sidecar_target import DEFAULT_TIMEOUT
 from es_plugin_bridge.data.spec import read_spec
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.errors import UserError
-from es_plugin_bridge.text.sidecar_text import MAX_TEXT_CHARS
+from es_plugin_bridge.text.sidecar_text import MAX_TEXT_CHARS, rerank_text
 
 TITLES = Path(__file__).resolve().parents[2] / "es_plugin_bridge" / "samples" / "askubuntu-pairs" / \
     "train_titles.tsv"
@@ -344,3 +344,39 @@ def test_a_timed_out_call_leaves_no_worker_reading_the_trickle(questions):
         stop.set()
         listener.close()
         server.join(timeout=5)
+
+
+def _encoded_or_ranked(request: dict) -> bytes:
+    if "texts" in request:
+        return json.dumps({"embeddings": [{"vector": [1.0], "terms": {}}] * len(request["texts"])}).encode()
+    return best_last(request)
+
+
+def test_embedding_and_reranking_share_one_pooled_connection_and_say_why_they_fail(sidecar, questions):
+    """One client for every call the product makes (issue 45): ``/v1/encode`` (es index, the modes that
+    embed the query), the token check and ``/v1/rerank`` reuse one kept-alive connection; the indexing
+    side's failures keep their wording and status (``EmbedError``)."""
+    client = SidecarClient(sidecar.url, token="s3cret")
+    made: list[int] = []
+    make = client.pool._make
+    client.pool._make = lambda: made.append(1) or make()  # type: ignore[method-assign]
+    sidecar.answer("200 OK", _encoded_or_ranked)
+    sidecar.requests.clear()
+    assert len(client.embed(questions[:3])) == 3
+    client.check_token()
+    client.rerank(questions[0], questions[1:3])
+    assert made == [1]
+    assert [r["path"] for r in sidecar.requests] == ["/v1/encode", "/v1/encode", "/v1/rerank"]
+    assert sidecar.requests[0]["json"] == {"texts": [rerank_text(q) for q in questions[:3]]}
+    assert {r["auth"] for r in sidecar.requests} == {"Bearer s3cret"}
+    sidecar.answer("400 Bad Request", b'{"error": "texts.0: text must not be empty"}')
+    with pytest.raises(EmbedError, match=r"^sidecar answered 400 to /v1/encode: .*must not be empty") as bad:
+        client.embed(questions[:1])
+    assert bad.value.refused_a_text and bad.value.status == 400
+    sidecar.answer("401 Unauthorized", b'{"error": "bad token"}')
+    with pytest.raises(UserError, match="^sidecar answered 401 to /v1/encode: "):
+        client.check_token()
+    unreachable = r"^sidecar at http://127\.0\.0\.1:1 did not answer /v1/encode: "
+    with pytest.raises(EmbedError, match=unreachable) as down:
+        SidecarClient("http://127.0.0.1:1", timeout=2.0).embed(questions[:1])
+    assert down.value.status is None and not down.value.refused_a_text

@@ -2,7 +2,7 @@
 items 2 and 7; the same on a real OpenSearch node: ``tests/opensearch/test_index_faults.py``).
 
 The sidecar here is the real one (``esrerank serve``'s server in a thread, the tiny BOW-CNN), called
-by the product's own ``SidecarEmbedder``; the cluster is ``test_es_bulk``'s failure-injection server
+by the product's own ``SidecarClient``; the cluster is ``test_es_bulk``'s failure-injection server
 (never evidence about Elasticsearch, only about what the indexer sends and books). The questions are
 the shipped SemEval dev file's, one of them made too long by pasting the others' bodies after its
 title: over the sidecar's 100,000-character limit (``serving/schemas.py``).
@@ -21,10 +21,10 @@ from elasticsearch import Elasticsearch
 from sidecar_apps import threaded_server
 from test_es_bulk import FAST, INDEX, FakeCluster, _handler, client, cluster, questions  # noqa: F401 - fixtures
 
+from es_plugin_bridge.bridge.sidecar_client import EmbedError, SidecarClient
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.elastic.bulk import index_questions
 from es_plugin_bridge.elastic.opensearch_ingest import REFUSED, refused_by_sidecar
-from es_plugin_bridge.elastic.sidecar_embedder import EmbedError, SidecarEmbedder
 from es_plugin_bridge.serving import ModelDirectory
 from es_plugin_bridge.serving.schemas import MAX_TEXT_CHARS
 from es_plugin_bridge.serving.server import Limits
@@ -58,7 +58,7 @@ class Embedding:
     """``prepare`` through the real sidecar: each question's embedding in its action; counts the calls."""
 
     def __init__(self, url: str, token: str = TOKEN) -> None:
-        self.embedder = SidecarEmbedder(url, token=token, timeout=60)
+        self.embedder = SidecarClient(url, token=token, timeout=60)
         self.calls: list[int] = []
 
     def __call__(self, batch: list[Question]) -> list[dict[str, Any]]:

@@ -29,6 +29,7 @@ import numpy as np
 import pytest
 from painless_as_python import painless_as_python
 
+from es_plugin_bridge.bridge.sidecar_client import EmbedError
 from es_plugin_bridge.bridge.sidecar_target import SidecarTarget
 from es_plugin_bridge.data.spec import read_spec
 from es_plugin_bridge.data.types import Question, RankingQuery
@@ -38,7 +39,6 @@ from es_plugin_bridge.elastic.engine import ElasticsearchFirstStage
 from es_plugin_bridge.elastic.modes import hybrid, mode_names
 from es_plugin_bridge.elastic.modes.factory import make_mode
 from es_plugin_bridge.elastic.setup import IndexMeta
-from es_plugin_bridge.elastic.sidecar_embedder import EmbedError
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.evaluation.retrieval import duplicate_queries
 from es_plugin_bridge.rankers import RankerContext, TokenCache, build, unique_questions
@@ -46,6 +46,7 @@ from es_plugin_bridge.rankers.whole_collection import RRF_K
 from es_plugin_bridge.serving import ModelDirectory
 from es_plugin_bridge.serving.app import create_app
 from es_plugin_bridge.text import Preprocessor
+from es_plugin_bridge.text.sidecar_text import rerank_text
 
 ROOT = Path(__file__).resolve().parents[2]
 SHAPES = json.loads((ROOT / "tests" / "tools" / "es_spec_shapes.json").read_text(encoding="utf-8"))
@@ -542,14 +543,14 @@ class FakeElasticsearch:
 
 
 class AppEmbedder:
-    """``SidecarEmbedder.embed`` answered by the sidecar app in process (the same request body)."""
+    """``SidecarClient.embed`` answered by the sidecar app in process (the same request body)."""
 
     def __init__(self, client: Any) -> None:
         self.client = client
 
     def embed(self, questions: Sequence[Question]) -> list[dict[str, Any]]:
-        resp = self.client.post("/v1/encode", json={"texts": [mappings.rerank_text(q) for q in questions]})
-        if resp.status_code != 200:  # as SidecarEmbedder raises it
+        resp = self.client.post("/v1/encode", json={"texts": [rerank_text(q) for q in questions]})
+        if resp.status_code != 200:  # as SidecarClient raises it
             raise EmbedError(f"sidecar answered {resp.status_code}: {resp.json}", resp.status_code)
         return resp.json["embeddings"]
 

@@ -55,10 +55,11 @@ from sidecar_apps import in_process_apps
 
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.elastic import mappings, setup
-from es_plugin_bridge.elastic.mappings import RERANK_FIELD, rerank_text
+from es_plugin_bridge.elastic.mappings import RERANK_FIELD
 from es_plugin_bridge.elastic.queries import basic_query_weight
 from es_plugin_bridge.elastic.setup import RERANK_REQUEST, RERANK_RESPONSE, inference_endpoint, inference_id
 from es_plugin_bridge.text import Preprocessor, TextOptions
+from es_plugin_bridge.text.sidecar_text import rerank_text
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).resolve().parent / "data" / "esql_rerank"

@@ -17,11 +17,11 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from es_plugin_bridge.bridge.sidecar_client import EmbedError
 from es_plugin_bridge.bridge.sidecar_target import SidecarTarget
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.elastic import opensearch_dsl
 from es_plugin_bridge.elastic.cluster.connection import ClusterInfo, call
-from es_plugin_bridge.elastic.sidecar_embedder import EmbedError
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.text.sidecar_text import model_part, query_refusal
 

@@ -60,12 +60,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from es_plugin_bridge.bridge.sidecar_client import SidecarClient
 from es_plugin_bridge.core.direction import has_direction
 from es_plugin_bridge.core.fusion import minmax
 from es_plugin_bridge.elastic import queries
 from es_plugin_bridge.elastic.cluster.connection import ClusterInfo, call
 from es_plugin_bridge.elastic.cluster.dialect import display_name, engine_of_client
-from es_plugin_bridge.elastic.mappings import rerank_text
 from es_plugin_bridge.elastic.modes import ModeOption, ModeSpec, register_mode
 from es_plugin_bridge.elastic.modes.base import Ask, Mode, ModeOptions, ModeResult, hits_of
 from es_plugin_bridge.elastic.queries import (
@@ -78,9 +78,8 @@ from es_plugin_bridge.elastic.queries import (
     rrf_retriever,
     union_search,
 )
-from es_plugin_bridge.elastic.sidecar_embedder import SidecarEmbedder
 from es_plugin_bridge.errors import UserError
-from es_plugin_bridge.text.sidecar_text import model_part
+from es_plugin_bridge.text.sidecar_text import model_part, rerank_text
 
 if TYPE_CHECKING:
     from es_plugin_bridge.elastic.engine import ElasticsearchFirstStage
@@ -197,7 +196,7 @@ class _WindowsMode(Mode):
         stage: ElasticsearchFirstStage,
         beta: Mapping[str, float],
         window: int,
-        embedder: SidecarEmbedder,
+        embedder: SidecarClient,
         neural_similarity: str,
         knn: str = "exact",
     ) -> None:
@@ -304,7 +303,7 @@ class HybridRrfMode(_WindowsMode):
         stage: ElasticsearchFirstStage,
         beta: Mapping[str, float],
         window: int,
-        embedder: SidecarEmbedder,
+        embedder: SidecarClient,
         neural_similarity: str,
         knn: str = "exact",
         *,
@@ -352,7 +351,7 @@ def rrf_in_elasticsearch(cluster: ClusterInfo) -> bool:
 
 
 def _checked_embedder(mode: str, stage: ElasticsearchFirstStage, meta: IndexMeta,
-                      options: ModeOptions) -> SidecarEmbedder:
+                      options: ModeOptions) -> SidecarClient:
     """The query embedder of a hybrid mode, once the index, the model and ``--knn`` are checked to fit;
     UserError naming what the index or model lacks."""
     if options.knn is not None and options.knn not in KNN_METHODS:
@@ -367,7 +366,7 @@ def _checked_embedder(mode: str, stage: ElasticsearchFirstStage, meta: IndexMeta
                         "use --knn exact")
     if options.knn == "hnsw":
         num_candidates(options.window)  # refuses a window above Elasticsearch's cap, before any call
-    return SidecarEmbedder.reaching(options.sidecar)
+    return SidecarClient.reaching(options.sidecar)
 
 
 def build_hybrid(stage: ElasticsearchFirstStage, meta: IndexMeta, options: ModeOptions) -> Mode:

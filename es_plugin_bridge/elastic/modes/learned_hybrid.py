@@ -42,6 +42,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from es_plugin_bridge.bridge.sidecar_client import SidecarClient
 from es_plugin_bridge.core.direction import has_direction
 from es_plugin_bridge.core.hybrid_fusion import HybridFusion, fuse_lists, pipeline_body
 from es_plugin_bridge.elastic import opensearch_dsl, queries
@@ -51,7 +52,6 @@ from es_plugin_bridge.elastic.mappings import VECTOR_FIELD
 from es_plugin_bridge.elastic.modes import ModeSpec, register_mode
 from es_plugin_bridge.elastic.modes.base import Ask, Mode, ModeOptions, ModeResult, hits_of
 from es_plugin_bridge.elastic.modes.hybrid import KNN_METHODS, KNN_OPTION, HybridMode
-from es_plugin_bridge.elastic.sidecar_embedder import SidecarEmbedder
 from es_plugin_bridge.errors import UserError
 
 if TYPE_CHECKING:
@@ -85,7 +85,7 @@ class LearnedHybridMode(Mode):
 
     name = "learned-hybrid"
 
-    def __init__(self, stage: ElasticsearchFirstStage, fusion: HybridFusion, embedder: SidecarEmbedder,
+    def __init__(self, stage: ElasticsearchFirstStage, fusion: HybridFusion, embedder: SidecarClient,
                  neural_similarity: str, knn: str, *, opensearch: bool,
                  vector_model: str | None = None, linear: bool = False, shards: int = 1) -> None:
         super().__init__(stage, {}, fusion.window)
@@ -177,7 +177,7 @@ def build_learned_hybrid(stage: ElasticsearchFirstStage, meta: IndexMeta, option
     cluster = options.cluster
     linear = (not cluster.is_opensearch and fusion.combination == "arithmetic_mean"
               and linear_supported(tuple(cluster.version), bool(cluster.paid), fusion.normalization))
-    return LearnedHybridMode(stage, fusion, SidecarEmbedder.reaching(options.sidecar), meta.neural_similarity,
+    return LearnedHybridMode(stage, fusion, SidecarClient.reaching(options.sidecar), meta.neural_similarity,
                              knn, opensearch=cluster.is_opensearch,
                              vector_model=meta.embedding.get("vector_model"), linear=linear,
                              shards=primary_shards(stage) if cluster.is_opensearch else 1)

@@ -9,11 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 from es_plugin_bridge.elastic import queries
 from es_plugin_bridge.elastic.cluster.connection import ClusterInfo, call
-from es_plugin_bridge.elastic.mappings import rerank_text
 from es_plugin_bridge.elastic.modes import ModeSpec, register_mode
 from es_plugin_bridge.elastic.modes.base import Ask, Mode, ModeOptions, ModeResult, hits_of
 from es_plugin_bridge.errors import UserError
-from es_plugin_bridge.text.sidecar_text import model_part
+from es_plugin_bridge.text.sidecar_text import model_part, rerank_text
 
 if TYPE_CHECKING:
     from es_plugin_bridge.elastic.engine import ElasticsearchFirstStage
