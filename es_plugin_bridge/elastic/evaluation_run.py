@@ -16,6 +16,7 @@ from typing import Any
 
 from es_plugin_bridge.bridge.sidecar_target import SidecarTarget
 from es_plugin_bridge.elastic.cluster.connection import ClusterInfo, call
+from es_plugin_bridge.elastic.modes import require
 from es_plugin_bridge.elastic.run_cleanup import RunCleanup
 from es_plugin_bridge.elastic.setup import IndexMeta
 from es_plugin_bridge.errors import UserError
@@ -74,7 +75,7 @@ class EsEvaluationRun:
         meta.beta(self.first_stage)
         client = self.connection.client()
         cluster = cluster_info(client)
-        cluster.require(self.mode)
+        require(cluster, self.mode)
         index = f"esrerank-eval-{uuid.uuid4().hex[:10]}"
         cleanup = stack.enter_context(RunCleanup(self.connection.url))
         if not self.keep_index:  # removed last, after what the mode registered for it (LIFO)

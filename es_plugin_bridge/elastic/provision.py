@@ -14,7 +14,7 @@ from typing import Any
 from es_plugin_bridge.elastic import mappings
 from es_plugin_bridge.elastic.cluster.connection import ClusterInfo, call
 from es_plugin_bridge.elastic.cluster.shards import ONE_SHARD, IndexLayout
-from es_plugin_bridge.elastic.modes import readiness_lines
+from es_plugin_bridge.elastic.modes import readiness_lines, require
 from es_plugin_bridge.elastic.setup import (
     META_KEY,
     IndexMeta,
@@ -280,7 +280,7 @@ def learned_hybrid_line(cluster: ClusterInfo, meta: IndexMeta, how: str) -> str:
         return ("mode learned-hybrid: unavailable (the model records no learned hybrid: esrerank fit-hybrid "
                 "MODEL_DIR, then es setup again)")
     try:
-        cluster.require("learned-hybrid")
+        require(cluster, "learned-hybrid")
     except UserError as exc:
         return f"mode learned-hybrid: unavailable ({exc})"
     return (f"mode learned-hybrid: ready, the default ({how}; {HybridFusion(**meta.hybrid).describe()}; "
@@ -299,7 +299,7 @@ def _opensearch_mode_lines(cluster: ClusterInfo, meta: IndexMeta, pipeline: str)
         lines.append(learned_hybrid_line(cluster, meta, how))
         lines.append("mode vectors: ready, two calls (OpenSearch has no linear or rescorer retriever)")
         try:
-            cluster.require("hybrid")
+            require(cluster, "hybrid")
             off = meta.hnsw_off_reason
             lines.append("mode hybrid:  ready" + ("" if off is None else f" (--knn exact only: {off})"))
         except UserError as exc:

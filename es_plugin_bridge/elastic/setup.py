@@ -23,6 +23,7 @@ from typing import Any
 from es_plugin_bridge.bridge.sidecar_client import SidecarClient
 from es_plugin_bridge.core.fusion import FIRST_STAGES
 from es_plugin_bridge.elastic.cluster.connection import ClusterInfo, call, es_errors
+from es_plugin_bridge.elastic.modes import require
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.text import TextOptions
 
@@ -266,7 +267,7 @@ def register_endpoints(
     Elasticsearch cannot reach fails here, with Elasticsearch's own reason.
     """
     try:
-        cluster.require("native")
+        require(cluster, "native")
     except UserError as exc:
         return {}, str(exc)
     ids = {}
@@ -318,7 +319,7 @@ def register_embedding(
         call(f"creating ingest pipeline {pipeline}", client.ingest.put_pipeline, id=pipeline, **body)
         return {"pipeline": pipeline}, no_vectors
     try:
-        cluster.require("native")
+        require(cluster, "native")
     except UserError as exc:
         return {}, str(exc).replace("mode native", "Elasticsearch-side embedding", 1)
     ids = {kind: inference_id(index, purpose)

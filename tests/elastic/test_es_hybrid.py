@@ -36,7 +36,7 @@ from es_plugin_bridge.data.types import Question, RankingQuery
 from es_plugin_bridge.elastic import mappings, queries
 from es_plugin_bridge.elastic.cluster.connection import ClusterInfo
 from es_plugin_bridge.elastic.engine import ElasticsearchFirstStage
-from es_plugin_bridge.elastic.modes import hybrid, mode_names
+from es_plugin_bridge.elastic.modes import hybrid, mode_names, require
 from es_plugin_bridge.elastic.modes.factory import make_mode
 from es_plugin_bridge.elastic.setup import IndexMeta
 from es_plugin_bridge.errors import UserError
@@ -293,10 +293,10 @@ def test_licences_and_versions():
     assert not hybrid.rrf_in_elasticsearch(cluster("enterprise", (8, 15, 3)))
     assert not hybrid.rrf_in_elasticsearch(ClusterInfo((9, 5, 0), "trial", False))
     for licence in ("basic", "platinum", "trial"):  # hybrid is exact on any licence
-        cluster(licence, (8, 8, 0)).require("hybrid")
-        cluster(licence, (8, 0, 0)).require("hybrid-rrf")
+        require(cluster(licence, (8, 8, 0)), "hybrid")
+        require(cluster(licence, (8, 0, 0)), "hybrid-rrf")
     with pytest.raises(UserError, match="8.8"):
-        cluster("trial", (8, 7, 1)).require("hybrid")
+        require(cluster("trial", (8, 7, 1)), "hybrid")
 
 
 def meta(dimension: int | None = 3, similarity: str = "cosine") -> IndexMeta:

@@ -24,6 +24,7 @@ from es_plugin_bridge.elastic.modes import (
     mode_names,
     mode_spec,
     register_mode,
+    require,
     vector_modes,
 )
 from es_plugin_bridge.elastic.modes.factory import refuse_without_vectors
@@ -57,7 +58,7 @@ def test_every_place_that_names_modes_has_this_one(mode):
     for engine in spec.engines:  # the requirement table knows it: each engine's newest cluster runs it
         newest = ClusterInfo((9, 5, 0), "trial", True) if engine == "elasticsearch" else \
             ClusterInfo((2, 19, 1), "apache-2.0", True, "opensearch")
-        newest.require(mode)
+        require(newest, mode)
         assert set(spec.requires) <= set(spec.engines)  # no requirement for an engine it does not run on
     pairwise = SimpleNamespace(pairwise=True, model="tiny", model_type="cross-encoder")
     if spec.needs_vectors:
@@ -77,20 +78,20 @@ def test_every_place_that_names_modes_has_this_one(mode):
 ])
 def test_a_modes_own_requirements_are_checked(mode, cluster, says):
     with pytest.raises(UserError, match=says):
-        cluster.require(mode)
-    ClusterInfo((9, 1, 0), "basic", True).require("bridge")  # bridge needs nothing of a cluster
+        require(cluster, mode)
+    require(ClusterInfo((9, 1, 0), "basic", True), "bridge")  # bridge needs nothing of a cluster
     with pytest.raises(UserError,
                        match=r"mode rerank does not run on Elasticsearch 9\.1\.0; its modes: "
                              r"learned-hybrid, nat"):
-        ClusterInfo((9, 1, 0), "trial", True).require("rerank")
+        require(ClusterInfo((9, 1, 0), "trial", True), "rerank")
     with pytest.raises(UserError, match=r"mode rerank needs OpenSearch 2\.15\+; this cluster is 2\.13\.0"):
-        ClusterInfo((2, 13, 0), "apache-2.0", True, "opensearch").require("rerank")
+        require(ClusterInfo((2, 13, 0), "apache-2.0", True, "opensearch"), "rerank")
     # hybrid reads named-query scores: Elasticsearch 8.8, OpenSearch 2.13 (each engine its own entry)
     with pytest.raises(UserError, match=r"mode hybrid needs OpenSearch 2\.13\+; this cluster is 2\.12\.0"):
-        ClusterInfo((2, 12, 0), "apache-2.0", True, "opensearch").require("hybrid")
-    ClusterInfo((2, 13, 0), "apache-2.0", True, "opensearch").require("hybrid")
-    ClusterInfo((3, 0, 0), "apache-2.0", True, "opensearch").require("hybrid")
-    ClusterInfo((2, 0, 0), "apache-2.0", True, "opensearch").require("vectors")
+        require(ClusterInfo((2, 12, 0), "apache-2.0", True, "opensearch"), "hybrid")
+    require(ClusterInfo((2, 13, 0), "apache-2.0", True, "opensearch"), "hybrid")
+    require(ClusterInfo((3, 0, 0), "apache-2.0", True, "opensearch"), "hybrid")
+    require(ClusterInfo((2, 0, 0), "apache-2.0", True, "opensearch"), "vectors")
 
 
 def test_an_unknown_mode_is_one_line_naming_the_known_ones():

@@ -1,7 +1,8 @@
 """The search modes, one module each, and their registry: per mode, its name, the engines it runs on,
 what it needs and how it is built. Everything that lists modes reads the registry: the ``--mode``
 choices of ``es search`` and ``es evaluate``, the modes that need stored vectors, the version and
-licence table ``ClusterInfo.require`` checks, the modes the results index accepts and the docs' table.
+licence table :func:`require` checks a cluster against (the cluster package knows no mode), the modes
+the results index accepts and the docs' table.
 
 A mode's module holds all of it: its registry entry (:func:`register_mode`), its class (a
 :class:`~.base.Mode` that implements ``rank``), its builder and what a throw-away run must register for
@@ -17,18 +18,35 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from es_plugin_bridge.elastic.cluster.dialect import ELASTICSEARCH
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.plugins import Registry
 
 
 class ClusterInfo(Protocol):
-    """What the registry reads of ``cluster.connection.ClusterInfo`` (named by shape, not imported: the
-    connection reads the registry for ``require``, and the registry stays below it)."""
+    """What the registry reads of ``cluster.connection.ClusterInfo``: the engine, its version and licence
+    (:func:`require` checks a mode's or a feature's needs against them; the cluster knows no mode)."""
 
     @property
     def engine(self) -> str: ...
 
-    def require(self, mode: str) -> None: ...
+    @property
+    def version(self) -> tuple[int, int, int]: ...
+
+    @property
+    def licence(self) -> str: ...
+
+    @property
+    def licence_active(self) -> bool: ...
+
+    @property
+    def paid(self) -> bool: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def version_text(self) -> str: ...
 
 
 class IndexMeta(Protocol):
@@ -43,8 +61,8 @@ class IndexMeta(Protocol):
 
 
 
-__all__ = ["ModeOption", "ModeSpec", "mode_names", "mode_options", "mode_spec", "readiness_lines",
-           "register_mode", "suggested_mode", "vector_modes"]
+__all__ = ["FEATURE_REQUIREMENTS", "ModeOption", "ModeSpec", "mode_names", "mode_options", "mode_spec",
+           "readiness_lines", "register_mode", "require", "requirements", "suggested_mode", "vector_modes"]
 
 
 @dataclass(frozen=True)
@@ -63,7 +81,7 @@ class ModeOption:
 @dataclass(frozen=True)
 class ModeSpec:
     """One mode. ``requires``: per engine it runs on, the cluster version and licence it needs there, in
-    ``ClusterInfo.require``'s shape (``version``: {major: (major, first minor)}, ``version_text``,
+    :func:`require`'s shape (``version``: {major: (major, first minor)}, ``version_text``,
     ``licence``, ``why``); an engine it does not name needs nothing;
     ``builder``: ``build(stage, meta: IndexMeta, options: ModeOptions) -> Mode``
     (``modes.base.ModeOptions``: window, sidecar, cluster, allow_rerank_failures, knn);
@@ -104,7 +122,7 @@ class ModeSpec:
         if refusal is not None:
             return refusal
         try:
-            cluster.require(self.name)
+            require(cluster, self.name)
         except UserError as exc:
             return str(exc)
         return self.rule(cluster, meta) if self.rule is not None else None
@@ -200,3 +218,58 @@ def _not_ready(spec: ModeSpec, cluster: ClusterInfo, meta: IndexMeta) -> str | N
     (the builders refuse it naming the index; a readiness line and the suggestion need the reason only)."""
     reason = meta.no_vectors_reason if spec.needs_vectors else None
     return reason or spec.unavailable(cluster, meta)
+
+
+#: What the two features that are not modes need (a mode's own needs are in its registry entry), read by
+#: :func:`requirements`: the modes that use them ask for them by name.
+FEATURE_REQUIREMENTS: dict[str, dict[str, Any]] = {
+    # allow_rerank_failures on text_similarity_reranker: 8.19 / 9.1 (TextSimilarityRankRetrieverBuilder)
+    "native-allow-failures": {
+        "version": {8: (8, 19), 9: (9, 1)},
+        "version_text": "8.19+ or 9.1+ (for allow_rerank_failures)",
+    },
+    # rescorer retriever (8.18/9.0) over a linear retriever (8.18/9.0): the one-call variant.
+    "vectors-retriever": {
+        "version": {8: (8, 18), 9: (9, 0)},
+        "version_text": "8.18+ or 9.0+",
+        "licence": True,
+        "why": "the linear retriever",
+    },
+}
+
+
+def requirements(name: str, engine: str = ELASTICSEARCH) -> Mapping[str, Any]:
+    """What a mode (from its registry entry, for ``engine``) or a feature (Elasticsearch's) needs of the
+    cluster."""
+    if name in FEATURE_REQUIREMENTS:
+        return FEATURE_REQUIREMENTS[name]
+    return mode_spec(name).requirements(engine)
+
+
+def require(cluster: ClusterInfo, name: str) -> None:
+    """UserError naming the engine, version or licence mode (or feature) ``name`` needs when ``cluster``
+    lacks it."""
+    if name not in FEATURE_REQUIREMENTS and name not in mode_names(cluster.engine):
+        raise UserError(f"mode {name} does not run on {cluster.name}; its modes: "
+                        f"{', '.join(mode_names(cluster.engine))}")
+    need = requirements(name, cluster.engine)
+    version = need.get("version")
+    if version is not None and not _version_ok(cluster.version, version):
+        raise UserError(
+            f"mode {name} needs {cluster.name.split()[0]} {need['version_text']}; this cluster is "
+            f"{cluster.version_text}"
+        )
+    if need.get("licence") and not cluster.paid:
+        raise UserError(
+            f"mode {name} needs an enterprise or trial licence ({need['why']}); this cluster "
+            f"has {cluster.licence!r}{'' if cluster.licence_active else ' (expired)'}. Start a trial "
+            "(POST _license/start_trial?acknowledge=true) or use --mode vectors or bridge"
+        )
+
+
+def _version_ok(have: tuple[int, int, int], need: Mapping[int, tuple[int, int]]) -> bool:
+    """``need`` maps a major version to its first minor with the feature (8 → 19, 9 → 1)."""
+    major = have[0]
+    if major > max(need):
+        return True
+    return major in need and have[1:] >= (need[major][1], 0)

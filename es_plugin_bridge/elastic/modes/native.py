@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from es_plugin_bridge.elastic import queries
 from es_plugin_bridge.elastic.cluster.connection import ClusterInfo, call
-from es_plugin_bridge.elastic.modes import ModeSpec, register_mode
+from es_plugin_bridge.elastic.modes import ModeSpec, register_mode, require
 from es_plugin_bridge.elastic.modes.base import Ask, Mode, ModeOptions, ModeResult, hits_of
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.text.sidecar_text import model_part, rerank_text
@@ -69,7 +69,7 @@ def build_native(stage: ElasticsearchFirstStage, meta: IndexMeta, options: ModeO
             "`esrerank es setup` against a cluster that supports mode native"
         )
     if options.allow_rerank_failures:
-        options.cluster.require("native-allow-failures")
+        require(options.cluster, "native-allow-failures")
     return NativeMode(stage, meta.beta(stage.similarity), options.window, endpoint,
                       options.allow_rerank_failures)
 
