@@ -27,17 +27,10 @@ class ClusterInfo(Protocol):
     """What the registry reads of ``cluster.connection.ClusterInfo``: the engine, its version and licence
     (:func:`require` checks a mode's or a feature's needs against them; the cluster knows no mode)."""
 
-    @property
-    def engine(self) -> str: ...
-
-    @property
-    def version(self) -> tuple[int, int, int]: ...
-
-    @property
-    def licence(self) -> str: ...
-
-    @property
-    def licence_active(self) -> bool: ...
+    engine: str
+    version: tuple[int, int, int]
+    licence: str
+    licence_active: bool
 
     @property
     def paid(self) -> bool: ...
