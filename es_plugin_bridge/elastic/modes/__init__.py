@@ -18,7 +18,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from es_plugin_bridge.elastic.cluster.dialect import ELASTICSEARCH
+from es_plugin_bridge.elastic.cluster.dialect import ELASTICSEARCH, display_name
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.plugins import Registry
 
@@ -34,12 +34,6 @@ class ClusterInfo(Protocol):
 
     @property
     def paid(self) -> bool: ...
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def version_text(self) -> str: ...
 
 
 class IndexMeta(Protocol):
@@ -242,16 +236,14 @@ def requirements(name: str, engine: str = ELASTICSEARCH) -> Mapping[str, Any]:
 def require(cluster: ClusterInfo, name: str) -> None:
     """UserError naming the engine, version or licence mode (or feature) ``name`` needs when ``cluster``
     lacks it."""
+    engine, version_text = display_name(cluster.engine), ".".join(map(str, cluster.version))
     if name not in FEATURE_REQUIREMENTS and name not in mode_names(cluster.engine):
-        raise UserError(f"mode {name} does not run on {cluster.name}; its modes: "
+        raise UserError(f"mode {name} does not run on {engine} {version_text}; its modes: "
                         f"{', '.join(mode_names(cluster.engine))}")
     need = requirements(name, cluster.engine)
     version = need.get("version")
     if version is not None and not _version_ok(cluster.version, version):
-        raise UserError(
-            f"mode {name} needs {cluster.name.split()[0]} {need['version_text']}; this cluster is "
-            f"{cluster.version_text}"
-        )
+        raise UserError(f"mode {name} needs {engine} {need['version_text']}; this cluster is {version_text}")
     if need.get("licence") and not cluster.paid:
         raise UserError(
             f"mode {name} needs an enterprise or trial licence ({need['why']}); this cluster "
