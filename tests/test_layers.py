@@ -184,6 +184,9 @@ def _branches_on_names(path: Path, names: set[str]) -> list[int]:
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Compare):
             operands = [node.left, *node.comparators]
+            # a tuple, list or set literal compared with (``kind in ("transformer", "subword")``) counts
+            # as each of its elements
+            operands += [e for o in operands if isinstance(o, ast.Tuple | ast.List | ast.Set) for e in o.elts]
             if any(isinstance(o, ast.Constant) and o.value in names for o in operands):
                 lines.append(node.lineno)
         elif isinstance(node, ast.MatchValue) and isinstance(node.value, ast.Constant) \
@@ -206,6 +209,9 @@ def test_no_branch_on_a_family_or_type_name_outside_the_familys_own_modules():
 
 @pytest.mark.parametrize("source", ['if model.model_type == "transformer":\n    pass\n',
                                     'x = family != "subword"\n',
+                                    'x = kind in ("transformer", "cnn-x")\n',
+                                    'x = kind not in ["other", "vocabulary"]\n',
+                                    'x = family in {"subword"}\n',
                                     'match kind:\n    case "vocabulary":\n        pass\n'])
 def test_the_branch_finder_sees_each_form(tmp_path, source):
     path = tmp_path / "probe.py"
