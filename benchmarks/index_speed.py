@@ -50,10 +50,10 @@ ROOT = HERE.parent
 
 def encode_alone(sidecar: FreshSidecar, questions: list[Any], batch_size: int) -> dict[str, Any]:
     """``/v1/encode`` of every question's ``rerank_text``, batch after batch, on a fresh sidecar."""
-    from es_plugin_bridge.elastic.sidecar_embedder import SidecarEmbedder
+    from es_plugin_bridge.bridge.sidecar_client import SidecarClient
 
     sidecar.restart()
-    embedder = SidecarEmbedder(sidecar.url, timeout=600.0)
+    embedder = SidecarClient(sidecar.url, timeout=600.0)
     load = load_average()
     t0 = time.perf_counter()
     for start in range(0, len(questions), batch_size):

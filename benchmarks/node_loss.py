@@ -62,6 +62,7 @@ from es_plugin_bridge.elastic import mappings  # noqa: E402
 from es_plugin_bridge.errors import UserError  # noqa: E402
 from es_plugin_bridge.opensearch_node import cluster as cluster_nodes  # noqa: E402
 from es_plugin_bridge.opensearch_node import layout, node  # noqa: E402
+from es_plugin_bridge.text.sidecar_text import rerank_text  # noqa: E402
 
 
 def http(url: str, method: str = "GET", body: Any = None) -> dict[str, Any]:
@@ -157,7 +158,7 @@ def differs(doc: dict, embedding: dict, question: Any) -> bool:
     rules, as a count)."""
     import numpy as np
 
-    if doc.get("rerank_text") != mappings.rerank_text(question):
+    if doc.get("rerank_text") != rerank_text(question):
         return True
     vector = np.float32(embedding["vector"])
     if mappings.has_direction(embedding["vector"]) and (

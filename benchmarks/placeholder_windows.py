@@ -21,9 +21,9 @@ from pathlib import Path
 from tqdm import tqdm
 
 from es_plugin_bridge.data.spec import read_spec
-from es_plugin_bridge.elastic.mappings import rerank_text
 from es_plugin_bridge.rankers import RankerContext, TokenCache, build
 from es_plugin_bridge.text import Preprocessor
+from es_plugin_bridge.text.sidecar_text import rerank_text
 
 ROOT = Path(__file__).resolve().parents[1]
 VAL = ROOT / "es_plugin_bridge" / "samples" / "askubuntu-pairs" / "val.tsv"

@@ -32,7 +32,7 @@ every rung, ``--rung-model N=DIR`` for one rung (e.g. MiniLM's int8 export where
   ``--ingest-limit N`` times the rung's first N questions only). Each embedding run starts the sidecar
   anew with its default encoding cache (empty).
 - ``encoder_alone`` (first, before any indexing): every batch of the rung embedded by the call ``es index``
-  makes (``SidecarEmbedder.embed``) on a fresh sidecar, nothing stored: the encoder's own questions/s on
+  makes (``SidecarClient.embed``) on a fresh sidecar, nothing stored: the encoder's own questions/s on
   the same texts and batch size; ``client_embedding_of_encoder`` = client embedding's rate / that.
 - ``embed_once``: ``esrerank embed jsonl:<the rung's file>`` into ``build/scale/vectors-N.gz``, then
   ``es setup`` and ``es index --vectors`` of it into ``scale-file`` with the sidecar stopped (the run names
@@ -372,13 +372,13 @@ def index_timed(model: Path, sidecar: FreshSidecar, es: str, name: str, question
 
 def encoder_alone(sidecar: FreshSidecar, questions: Sequence[Any], batch_size: int) -> dict[str, Any]:
     """The sidecar's own speed on the rung's texts: every batch of ``batch_size`` questions embedded, one
-    after the other, by the very call ``es index`` makes (``SidecarEmbedder.embed``), on a fresh sidecar
+    after the other, by the very call ``es index`` makes (``SidecarClient.embed``), on a fresh sidecar
     (an empty encoding cache, as each indexing run gets), nothing stored."""
+    from es_plugin_bridge.bridge.sidecar_client import SidecarClient
     from es_plugin_bridge.bridge.sidecar_target import SidecarTarget
-    from es_plugin_bridge.elastic.sidecar_embedder import SidecarEmbedder
 
     sidecar.restart()
-    embedder = SidecarEmbedder.reaching(SidecarTarget(sidecar.url, timeout=600.0), timeout=600.0)
+    embedder = SidecarClient.reaching(SidecarTarget(sidecar.url, timeout=600.0), timeout=600.0)
     embedder.ready()
     load = load_average()
     t0 = time.perf_counter()
@@ -387,7 +387,7 @@ def encoder_alone(sidecar: FreshSidecar, questions: Sequence[Any], batch_size: i
     seconds = time.perf_counter() - t0
     return {"questions": len(questions), "batch_size": batch_size, "seconds": round(seconds, 2),
             "questions_per_second": round(len(questions) / seconds, 1), "load_average_before": load,
-            "what": "SidecarEmbedder.embed (es index's call) on every batch in turn, nothing indexed"}
+            "what": "SidecarClient.embed (es index's call) on every batch in turn, nothing indexed"}
 
 
 def embed_once(model: Path, sidecar: FreshSidecar, es: str, data: Path, questions: Sequence[Any],

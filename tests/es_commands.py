@@ -13,6 +13,7 @@ from es_plugin_bridge.cli.main import main
 from es_plugin_bridge.core.features import bow_features
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.elastic import mappings
+from es_plugin_bridge.text.sidecar_text import rerank_text
 
 SAMPLES = Path(__file__).resolve().parents[1] / "es_plugin_bridge" / "samples"
 SEMEVAL_DEV = SAMPLES / "semeval2016-task3" / "SemEval2016-Task3-CQA-QL-dev.xml"
@@ -47,7 +48,7 @@ def embeddings(url: str, questions: list[Question]) -> dict[str, dict]:
     out = {}
     for start in range(0, len(questions), 500):
         batch = questions[start:start + 500]
-        status, answer = post(f"{url}/v1/encode", {"texts": [mappings.rerank_text(q) for q in batch]}, TOKEN)
+        status, answer = post(f"{url}/v1/encode", {"texts": [rerank_text(q) for q in batch]}, TOKEN)
         assert status == 200, answer
         out.update({q.id: e for q, e in zip(batch, answer["embeddings"], strict=True)})
     return out
@@ -55,7 +56,7 @@ def embeddings(url: str, questions: list[Question]) -> dict[str, dict]:
 
 def assert_stored_as_embedded(stored: dict, embedding: dict, question: Question) -> None:
     """One document holds the sidecar's vector (:data:`VECTOR_TOLERANCE`) and BOW (float32-equal)."""
-    assert stored["rerank_text"] == mappings.rerank_text(question)
+    assert stored["rerank_text"] == rerank_text(question)
     if mappings.has_direction(embedding["vector"]):
         gap = np.abs(np.float32(stored["vector"]) - np.float32(embedding["vector"])).max()
         assert gap <= VECTOR_TOLERANCE, (question.id, gap)

@@ -105,6 +105,26 @@ def test_no_import_runs_from_a_lower_layer_to_a_higher_one():
     assert upward == []
 
 
+#: Inside ``elastic/``: the cluster (the connection, the dialect, the clients) sits below the rest of the
+#: wing; it knows no mode, no set-up, no indexing (issue 45: ``ClusterInfo.require`` once read the modes'
+#: registry from ``cluster/connection.py``; the requirements now live in ``modes/``).
+CLUSTER = "es_plugin_bridge.elastic.cluster"
+
+
+def _up_from_the_cluster(graph: dict[str, set[str]]) -> list[str]:
+    """Imports from ``cluster/`` to any other module of ``elastic/``."""
+    inside = f"{CLUSTER}."
+    return sorted(f"{m} imports {d}" for m, deps in graph.items() if m == CLUSTER or m.startswith(inside)
+                  for d in deps if d.startswith("es_plugin_bridge.elastic.")
+                  and not (d == CLUSTER or d.startswith(inside)))
+
+
+def test_the_cluster_imports_nothing_of_the_rest_of_elastic():
+    assert _up_from_the_cluster(GRAPH) == []
+    made_up = {f"{CLUSTER}.connection": {"es_plugin_bridge.elastic.modes", f"{CLUSTER}.dialect"}}
+    assert _up_from_the_cluster(made_up) == [f"{CLUSTER}.connection imports es_plugin_bridge.elastic.modes"]
+
+
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     """Strongly connected components of more than one module (Tarjan)."""
     index: dict[str, int] = {}
@@ -164,6 +184,9 @@ def _branches_on_names(path: Path, names: set[str]) -> list[int]:
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Compare):
             operands = [node.left, *node.comparators]
+            # a tuple, list or set literal compared with (``kind in ("transformer", "subword")``) counts
+            # as each of its elements
+            operands += [e for o in operands if isinstance(o, ast.Tuple | ast.List | ast.Set) for e in o.elts]
             if any(isinstance(o, ast.Constant) and o.value in names for o in operands):
                 lines.append(node.lineno)
         elif isinstance(node, ast.MatchValue) and isinstance(node.value, ast.Constant) \
@@ -186,6 +209,9 @@ def test_no_branch_on_a_family_or_type_name_outside_the_familys_own_modules():
 
 @pytest.mark.parametrize("source", ['if model.model_type == "transformer":\n    pass\n',
                                     'x = family != "subword"\n',
+                                    'x = kind in ("transformer", "cnn-x")\n',
+                                    'x = kind not in ["other", "vocabulary"]\n',
+                                    'x = family in {"subword"}\n',
                                     'match kind:\n    case "vocabulary":\n        pass\n'])
 def test_the_branch_finder_sees_each_form(tmp_path, source):
     path = tmp_path / "probe.py"

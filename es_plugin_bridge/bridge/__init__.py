@@ -2,6 +2,6 @@
 with fallback."""
 
 from es_plugin_bridge.bridge.search import BridgeSearch, Hit, SearchResult
-from es_plugin_bridge.bridge.sidecar_client import SidecarClient, SidecarUnavailable
+from es_plugin_bridge.bridge.sidecar_client import EmbedError, SidecarClient, SidecarUnavailable
 
-__all__ = ["BridgeSearch", "Hit", "SearchResult", "SidecarClient", "SidecarUnavailable"]
+__all__ = ["BridgeSearch", "EmbedError", "Hit", "SearchResult", "SidecarClient", "SidecarUnavailable"]

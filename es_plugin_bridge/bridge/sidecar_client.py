@@ -1,7 +1,13 @@
-"""HTTP client of the sidecar's ``/v1/rerank``: a down or slow sidecar is ``SidecarUnavailable`` (the
-caller falls back to the first-stage order); a request the sidecar refuses is a ``UserError``
-(a wrong token or a model without β for the first stage is a configuration mistake to report,
-not an outage to hide).
+"""The product's one HTTP client of the sidecar, on one pool of connections: ``/v1/rerank`` for mode
+bridge (a down or slow sidecar is ``SidecarUnavailable``: the caller falls back to the first-stage
+order; a request the sidecar refuses is a ``UserError``: a wrong token or a model without β for the
+first stage is a configuration mistake to report, not an outage to hide), and ``/v1/encode``,
+``/readyz`` and the token check for every mode that embeds the query, ``es index``, ``es setup`` and
+``es evaluate`` (:meth:`SidecarClient.embed`, :meth:`~SidecarClient.ready`,
+:meth:`~SidecarClient.check_token`). Indexing must not lose documents silently, so there an unreachable
+sidecar or a refused batch is an :class:`EmbedError` with the reason; the bulk indexer counts every id of
+a batch the sidecar did not answer as failed (and says why), and a batch it refused
+(:attr:`EmbedError.refused_a_text`) is split until the texts it refuses fail alone.
 
 ``timeout`` bounds the whole call — resolving, connecting, sending, and every byte of the answer — not
 each socket read: a sidecar trickling one byte a second would otherwise hold a search for as long as it
@@ -20,9 +26,10 @@ succeeds); otherwise it says the sidecar closed the connection, as one at ``--ma
 restarting does (issue 48, item 10). A 503 or 429 with ``Retry-After`` is the sidecar's bounded queue:
 "busy (queue full)". Each call sends its deadline (``request_deadline.HEADER``: the timeout less a
 margin), so the sidecar drops the work of a call this client has stopped waiting for.
-Documents the sidecar cannot take (a blank title) are left out of the request and ranked last, so one
-bad corpus entry does not cost the whole window its reranking. Proxy variables are not consulted (the
-sidecar is a neighbour of its caller).
+Documents the sidecar would not score (blank, or over its length: the server's own rule,
+``text.sidecar_text.unscored_candidate``; a blank title with a body is scored, as when an engine sends
+it) are left out of the request and ranked last, so one bad corpus entry does not cost the whole window
+its reranking. Proxy variables are not consulted (the sidecar is a neighbour of its caller).
 """
 
 from __future__ import annotations
@@ -36,19 +43,36 @@ import ssl
 import threading
 import urllib.parse
 from collections.abc import Sequence
+from typing import Any
 
 from es_plugin_bridge.bridge.connection_pool import ConnectionPool, SidecarConnection
 from es_plugin_bridge.bridge.sidecar_target import DEFAULT_TIMEOUT, SidecarTarget, untrusted_certificate
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.request_deadline import HEADER, header_value
-from es_plugin_bridge.text.sidecar_text import sidecar_refusal
+from es_plugin_bridge.text.sidecar_text import rerank_text, sidecar_refusal, unscored_candidate
 
 log = logging.getLogger(__name__)
 
 
 class SidecarUnavailable(Exception):
     """The sidecar did not answer usefully in time (connection refused, timeout, 5xx, bad body)."""
+
+
+class EmbedError(Exception):
+    """The sidecar could not embed a batch (down, slow, or refused it): the batch is not indexed.
+
+    ``status``: the sidecar's HTTP status when it answered, None when it did not."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+    @property
+    def refused_a_text(self) -> bool:
+        """The sidecar refused what it was sent (400, 413 or 422: e.g. a text over its length limit), not
+        the caller (401/403) and not for being down: a smaller batch without that text would pass."""
+        return self.status in (400, 413, 422)
 
 
 #: Seconds past the deadline that an abandoned call's socket operations may still take.
@@ -59,12 +83,13 @@ _STALE = (ConnectionResetError, ConnectionAbortedError, BrokenPipeError, ssl.SSL
 
 
 class _Call:
-    """One POST, run on a worker thread: the caller waits on ``done`` for as long as its deadline allows
+    """One request, run on a worker thread: the caller waits on ``done`` for as long as its deadline allows
     and then calls :meth:`abort`, which shuts down the socket this call holds (its own reference)."""
 
-    def __init__(self, pool: ConnectionPool, url: str, path: str, data: bytes,
-                 headers: dict[str, str]) -> None:
+    def __init__(self, pool: ConnectionPool, url: str, path: str, data: bytes | None,
+                 headers: dict[str, str], method: str = "POST") -> None:
         self.pool, self.url, self.path, self.data, self.headers = pool, url, path, data, headers
+        self.method = method
         self.done = threading.Event()
         self.answer: tuple[int, bytes] | None = None
         self.retry_after: str | None = None  # the answer's Retry-After header
@@ -114,7 +139,7 @@ class _Call:
                 self._hold(conn.sock)
             else:
                 self._connect(conn)
-            conn.request("POST", self.path, body=self.data, headers=self.headers)
+            conn.request(self.method, self.path, body=self.data, headers=self.headers)
             resp = conn.getresponse()
             try:
                 self.answer = (resp.status, resp.read())
@@ -214,21 +239,24 @@ class SidecarClient:
         self.pool = ConnectionPool(lambda: SidecarConnection(host, port, timeout + _THREAD_GRACE_S, tls))
 
     @classmethod
-    def reaching(cls, target: SidecarTarget) -> SidecarClient:
-        """The client of a :class:`SidecarTarget` (the command line's one value for the sidecar)."""
-        return cls(target.url, token=target.token, timeout=target.timeout, ca_certs=target.ca_certs)
+    def reaching(cls, target: SidecarTarget, timeout: float | None = None) -> SidecarClient:
+        """The client of a :class:`SidecarTarget` (the command line's one value for the sidecar);
+        ``timeout`` overrides the target's (bulk embedding waits longer than a search)."""
+        return cls(target.url, token=target.token, timeout=target.timeout if timeout is None else timeout,
+                   ca_certs=target.ca_certs)
 
     def close(self) -> None:
         """Close the idle connections kept for the next calls."""
         self.pool.close()
 
-    def _post(self, path: str, body: dict) -> tuple[int, bytes]:
-        """(status, body) of one POST, all of it within ``timeout`` seconds (SidecarUnavailable else)."""
-        data = json.dumps(body).encode()
+    def _exchange(self, method: str, path: str, body: dict | None) -> tuple[int, bytes, str | None]:
+        """(status, body, Retry-After) of one request, all of it within ``timeout`` seconds
+        (SidecarUnavailable else)."""
+        data = json.dumps(body).encode() if body is not None else None
         headers = {"Content-Type": "application/json", HEADER: header_value(self.timeout)}
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
-        call = _Call(self.pool, self.url, self._prefix + path, data, headers)
+        call = _Call(self.pool, self.url, self._prefix + path, data, headers, method)
         worker = threading.Thread(target=call.run, name="sidecar-call", daemon=True)
         worker.start()
         if not call.done.wait(self.timeout):
@@ -239,15 +267,72 @@ class SidecarClient:
         if call.error is not None:
             raise call.error
         assert call.answer is not None
-        status, payload = call.answer
-        if status in (429, 503) and call.retry_after is not None:
+        return (*call.answer, call.retry_after)
+
+    def _post(self, path: str, body: dict) -> tuple[int, bytes]:
+        """(status, body) of one POST of a search (SidecarUnavailable when busy, timed out or down)."""
+        status, payload, retry_after = self._exchange("POST", path, body)
+        if status in (429, 503) and retry_after is not None:
             why = "predicted past the deadline" if b"past its deadline" in payload else "queue full"
             raise SidecarUnavailable(f"the sidecar is busy ({why}): it answered {status}, retry after "
-                                     f"{call.retry_after[:20]} s")
+                                     f"{retry_after[:20]} s")
         if status == 504:  # serving.deadline (the request's deadline passed: not computed) or a gateway's
             detail = payload.decode("utf-8", "replace")[:300]
             raise SidecarUnavailable(f"sidecar timed out: it answered 504: {detail}")
-        return call.answer
+        return status, payload
+
+    def _read(self, method: str, path: str, body: dict | None = None) -> Any:
+        """The JSON answer of one indexing-side call; EmbedError with the status when the sidecar
+        refuses, without one when it does not answer (an untrusted certificate stays a UserError)."""
+        try:
+            status, payload, _ = self._exchange(method, path, body)
+        except SidecarUnavailable as exc:
+            raise EmbedError(f"sidecar at {self.url} did not answer {path}: {exc}") from None
+        if status >= 300:
+            detail = payload.decode("utf-8", "replace")[:300]
+            raise EmbedError(f"sidecar answered {status} to {path}: {detail}", status)
+        try:
+            return json.loads(payload)
+        except ValueError as exc:
+            raise EmbedError(f"sidecar at {self.url} did not answer {path}: {exc}") from None
+
+    def ready(self) -> dict[str, Any]:
+        """``GET /readyz`` (model name, type, dimension, fusion stages); UserError when it does not answer."""
+        try:
+            return self._read("GET", "/readyz")  # type: ignore[no-any-return]
+        except EmbedError as exc:
+            raise UserError(f"{exc} (start it with `esrerank serve MODEL_DIR`)") from None
+
+    def check_token(self, *, pairwise: bool = False) -> None:
+        """One tiny authenticated call, so a wrong token fails setup instead of every batch.
+
+        ``pairwise``: the model has no vector per text and the sidecar refuses ``/v1/encode``, so the
+        call is a one-document ``/v1/rerank`` (what Elasticsearch will call in mode native)."""
+        check = Question("token-check", "token check", "")
+        try:
+            if not pairwise:
+                self.embed([check])
+                return
+            text = rerank_text(check)
+            answer = self._read("POST", "/v1/rerank", {"query": text, "documents": [text]})
+            results = answer.get("results") if isinstance(answer, dict) else None
+            if not isinstance(results, list) or len(results) != 1:
+                count = len(results) if isinstance(results, list) else 0
+                raise EmbedError(f"sidecar answered {count} results to /v1/rerank for one document")
+        except EmbedError as exc:
+            raise UserError(str(exc)) from None
+
+    def embed(self, questions: Sequence[Question]) -> list[dict[str, Any]]:
+        """One ``{"vector": [...], "terms": {token: weight}}`` per question, in order (``/v1/encode``)."""
+        # As the strings Elasticsearch itself sends (mode native): a question with an empty title
+        # still embeds, and both paths see the same text.
+        answer = self._read("POST", "/v1/encode", {"texts": [rerank_text(q) for q in questions]})
+        embeddings = answer.get("embeddings") if isinstance(answer, dict) else None
+        if not isinstance(embeddings, list) or len(embeddings) != len(questions):
+            raise EmbedError(
+                f"sidecar answered {len(embeddings or [])} embeddings for {len(questions)} texts"
+            )
+        return embeddings
 
     def rerank(
         self,
@@ -258,20 +343,24 @@ class SidecarClient:
     ) -> list[tuple[int, float]]:
         """(document index, relevance_score) for every document, best first.
 
-        Documents with a blank title (which the sidecar refuses) come last, in their given order, with
-        score 0.0; a query with a blank title cannot be reranked at all (SidecarUnavailable).
+        Documents the sidecar would give the lowest score unscored (every part blank, or a part over its
+        length: ``text.sidecar_text.unscored_candidate``) are not sent and come last, in their given order,
+        with score 0.0; a document with a blank title and a body is sent and scored, as the server scores
+        it when an engine sends it (modes native, rerank). A query with a blank title cannot be reranked
+        at all (SidecarUnavailable): the server refuses a query whose title part is blank.
         """
         if not query.title.strip():
             raise SidecarUnavailable("the query has no title; the sidecar cannot score it")
         refusal = sidecar_refusal(query)  # what the sidecar would refuse is not sent (text.sidecar_text)
         if refusal is not None:
             raise SidecarUnavailable(f"the sidecar cannot score the query: {refusal}")
-        sent = [i for i, d in enumerate(documents) if d.title.strip()]
+        sent = [i for i, d in enumerate(documents) if unscored_candidate(d) is None]
         left_out = sorted(set(range(len(documents))) - set(sent))
         if left_out:
-            log.info("%d of %d documents have no title; ranked last", len(left_out), len(documents))
+            log.info("%d of %d documents are blank or too long for the sidecar; ranked last", len(left_out),
+                     len(documents))
         if not sent:
-            raise SidecarUnavailable("no document has a title; nothing for the sidecar to rerank")
+            raise SidecarUnavailable("no document holds text the sidecar scores; nothing for it to rerank")
         body: dict = {
             "query": {"id": query.id, "title": query.title, "body": query.body},
             "documents": [{"id": documents[i].id, "title": documents[i].title, "body": documents[i].body}

@@ -2,7 +2,8 @@
 
 - ``es setup MODEL_DIR``: the questions index for that model, and the sidecar as an inference endpoint;
 - ``es index SPEC...``: questions with their vectors and BOW terms (from the sidecar), in batches;
-- ``es search QUERY --mode native|vectors|bridge|hybrid|hybrid-rrf``: one reranked query;
+- ``es search QUERY --mode MODE``: one reranked query, in any registered mode (``elastic/modes/``: the
+  choices and each mode's own options are read from the registry);
 - ``es evaluate``: ``esrerank evaluate`` with every ranker run through Elasticsearch and ``fused``
   computed by ``--mode``; per-query results also go to an index that Kibana reads.
 """
@@ -20,13 +21,13 @@ from es_plugin_bridge.cli.es_options import (
     sidecar_options,
     sidecar_target,
 )
+from es_plugin_bridge.cli.mode_options import ModeChoice, ModeCommand
 from es_plugin_bridge.cli.query_text import query_text
 from es_plugin_bridge.core.fusion import FIRST_STAGES
-from es_plugin_bridge.elastic.modes import mode_names
+from es_plugin_bridge.defaults import DEFAULT_INDEX
 from es_plugin_bridge.errors import UserError
 
-DEFAULT_INDEX = "esrerank-questions"
-MODE_CHOICE = click.Choice(list(mode_names()))
+MODE_CHOICE = ModeChoice()
 STAGE_CHOICE = click.Choice(FIRST_STAGES)
 
 index_option = click.option(
@@ -132,7 +133,7 @@ def setup_command(
     if from_index is None:
         click.echo(f"next: esrerank es index SPEC --index {done.index}")
     else:
-        click.echo(f"next: esrerank es search QUERY --index {done.index} --mode {done.meta.suggested_mode}")
+        click.echo(f"next: esrerank es search QUERY --index {done.index} --mode {done.suggested_mode}")
 
 
 @es_group.command("index")
@@ -229,21 +230,11 @@ allow_failures_option = click.option(
     "first-stage order instead of failing the search (Elasticsearch does not mark such answers).",
 )
 
-knn_option = click.option(
-    "--knn",
-    type=click.Choice(["exact", "hnsw"]),
-    default=None,
-    help="Vector modes: the vectors' top window by approximate HNSW knn or exact script_score (the "
-    "in-process order; cost grows with the index). Default: hnsw for learned-hybrid (es search's default "
-    "mode) wherever the index has a graph (cosine models); exact for hybrid and hybrid-rrf.",
-)
-
-
-@es_group.command("search")
+@es_group.command("search", cls=ModeCommand)
 @click.argument("query", nargs=-1, required=True)
 @click.option("--mode", type=MODE_CHOICE, default=None,
-              help="How to rerank (default: the mode es setup recorded as best for the index, learned-hybrid "
-              "where the index holds vectors and the model its fit).")
+              help="How to rerank (default: the first mode this cluster runs on the index, as es setup's "
+              "last line names it: learned-hybrid where the index holds vectors and the model its fit).")
 @click.option("--first-stage", type=STAGE_CHOICE, default="bm25", show_default=True)
 @click.option("--top", default=10, show_default=True, type=click.IntRange(min=1))
 @click.option(
@@ -260,7 +251,6 @@ knn_option = click.option(
               "of several shards, but not the embedded engine's scores (default: global statistics, "
               "dfs_query_then_fetch; docs/scaling-out.md).")
 @allow_failures_option
-@knn_option
 @index_option
 @sidecar_options
 @connection_options
@@ -274,12 +264,12 @@ def search_command(
     as_json: bool,
     shard_statistics: bool,
     allow_rerank_failures: bool,
-    knn: str | None,
     index_name: str,
     sidecar_url: str,
     token: str | None,
     timeout: float,
     sidecar_ca_certs: str | None,
+    mode_options: dict[str, Any],
     **conn: Any,
 ) -> None:
     """Search QUERY in the index, reranked in the given mode."""
@@ -293,7 +283,7 @@ def search_command(
     client = pop_connection(conn).client()
     searcher = open_mode(client, index_name, mode, first_stage, window=window,
                          sidecar=sidecar_target(sidecar_url, token, timeout, sidecar_ca_certs),
-                         allow_rerank_failures=allow_rerank_failures, knn=knn,
+                         allow_rerank_failures=allow_rerank_failures, **mode_options,
                          global_statistics=not shard_statistics)
     mode = searcher.name
     result = searcher.search(question_from_text(text), top)

@@ -21,19 +21,21 @@ import click
 from es_plugin_bridge.cli.es_options import pop_connection, sidecar_click_options, sidecar_target
 from es_plugin_bridge.cli.evaluate import evaluate
 from es_plugin_bridge.cli.interrupts import signals_interrupt
+from es_plugin_bridge.cli.mode_options import ModeChoice
 from es_plugin_bridge.elastic.modes import mode_names, mode_spec
+from es_plugin_bridge.elastic.modes.hybrid import KNN_OPTION
 
 EXTRA = [
     click.Option(
         ["--mode"],
-        type=click.Choice(list(mode_names())),
+        type=ModeChoice(),
         default="bridge",
         show_default=True,
         help="The mode the cluster searches with; it gives one ranker (see above).",
     ),
     click.Option(
         ["--knn"],
-        type=click.Choice(["exact", "hnsw"]),
+        type=click.Choice(list(KNN_OPTION.choices)),  # mode hybrid's own option (modes/hybrid.py)
         default="exact",
         show_default=True,
         help="Modes hybrid, hybrid-rrf: exact script_score (the in-process order) or approximate HNSW knn.",

@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from es_plugin_bridge.bridge.sidecar_target import DEFAULT_TIMEOUT, DEFAULT_URL
+from es_plugin_bridge.defaults import DEFAULT_ES_URL
 
 F = Callable[..., Any]
 
@@ -42,7 +43,7 @@ def engine_option(help_text: str) -> Callable[[F], F]:
 
 #: The options that reach Elasticsearch (or OpenSearch), declared once: flag, parameter name, attributes.
 CONNECTION_OPTIONS: list[tuple[tuple[str, ...], dict[str, Any]]] = [
-    (("--es-url",), {"envvar": "ESRERANK_ES_URL", "default": "http://localhost:9200", "show_default": True,
+    (("--es-url",), {"envvar": "ESRERANK_ES_URL", "default": DEFAULT_ES_URL, "show_default": True,
                      "help": "Elasticsearch URL [env ESRERANK_ES_URL]."}),
     (("--es-api-key",), {"envvar": "ESRERANK_ES_API_KEY", "default": None,
                          "help": "API key (encoded) [env ESRERANK_ES_API_KEY]."}),

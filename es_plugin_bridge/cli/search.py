@@ -20,6 +20,7 @@ from es_plugin_bridge.cli.es_options import (
 from es_plugin_bridge.cli.query_text import query_text
 from es_plugin_bridge.cli.search_output import print_json, print_table
 from es_plugin_bridge.core.fusion import FIRST_STAGES
+from es_plugin_bridge.defaults import DEFAULT_INDEX
 
 
 @click.command("search", context_settings={"help_option_names": ["-h", "--help"]})
@@ -27,7 +28,7 @@ from es_plugin_bridge.core.fusion import FIRST_STAGES
 @click.option("--corpus", "corpus_specs", metavar="SPEC", multiple=True,
               help="FORMAT:PATH of the questions to search (repeatable; the embedded engine).")
 @engine_option("First stage: the embedded engine over --corpus, or the index of `es setup`/`es index`.")
-@click.option("--index", "index_name", envvar="ESRERANK_ES_INDEX", default="esrerank-questions",
+@click.option("--index", "index_name", envvar="ESRERANK_ES_INDEX", default=DEFAULT_INDEX,
               show_default=True, help="--engine elasticsearch: the questions index.")
 @sidecar_option("--sidecar", metavar="URL", envvar=None, default=None, show_default=False,
                 help="Base URL of `esrerank serve` (e.g. http://127.0.0.1:8080); omitted: first stage only.")

@@ -1,1 +1,2 @@
-"""The Elasticsearch side of the product: mappings, first stage, the three rerank modes, bulk indexing."""
+"""The Elasticsearch and OpenSearch side of the product: mappings, first stage, the search modes
+(``modes/``, one module each; the registry lists them), bulk indexing."""

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 from tqdm import tqdm
 
 from es_plugin_bridge.data.types import Question
-from es_plugin_bridge.elastic.mappings import rerank_text
 from es_plugin_bridge.elastic.vectors_file import Header, VectorsWriter
+from es_plugin_bridge.text.sidecar_text import rerank_text
 
 if TYPE_CHECKING:  # the serving stack loads when embed runs
     from es_plugin_bridge.serving.service import Service

@@ -19,6 +19,7 @@ from typing import Any
 
 from es_plugin_bridge.bridge.sidecar_target import SidecarTarget
 from es_plugin_bridge.elastic.cluster.connection import ClusterInfo, call
+from es_plugin_bridge.elastic.modes import require
 from es_plugin_bridge.elastic.run_cleanup import RunCleanup
 from es_plugin_bridge.elastic.setup import IndexMeta
 from es_plugin_bridge.errors import UserError
@@ -62,25 +63,25 @@ class EsEvaluationRun:
 
     def __call__(self, stack: ExitStack, params: Any, model_dir: Path | None, progress: bool) -> Any:
         """``(engine factory, ranker options, after-run step)`` for ``evaluation.task_run.run_task``."""
+        from es_plugin_bridge.bridge.sidecar_client import SidecarClient
         from es_plugin_bridge.elastic.cluster.connection import cluster_info
         from es_plugin_bridge.elastic.modes import mode_spec
         from es_plugin_bridge.elastic.modes.factory import refuse_without_vectors
         from es_plugin_bridge.elastic.request_count import counting
         from es_plugin_bridge.elastic.setup import check_sidecar, meta_for_model
-        from es_plugin_bridge.elastic.sidecar_embedder import SidecarEmbedder
         from es_plugin_bridge.serving.model_dir import ModelDirectory
         from es_plugin_bridge.text import TextOptions
 
         if model_dir is None:
             raise UserError("es evaluate needs --model DIR: the export-onnx directory the sidecar serves")
         model = ModelDirectory.load(model_dir)
-        embedder = SidecarEmbedder.reaching(self.sidecar, timeout=max(self.sidecar.timeout, 60.0))
+        embedder = SidecarClient.reaching(self.sidecar, timeout=max(self.sidecar.timeout, 60.0))
         meta = meta_for_model(model, check_sidecar(embedder, model), TextOptions())
         refuse_without_vectors(self.mode, meta)  # before any index or endpoint is made
         meta.beta(self.first_stage)
         client = self.connection.client()
         cluster = cluster_info(client)
-        cluster.require(self.mode)
+        require(cluster, self.mode)
         index = f"esrerank-eval-{uuid.uuid4().hex[:10]}"
         cleanup = stack.enter_context(RunCleanup(self.connection.url))
         if not self.keep_index:  # removed last, after what the mode registered for it (LIFO)

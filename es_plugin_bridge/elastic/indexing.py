@@ -40,13 +40,14 @@ def index_run(client: Any, index: str, questions: Sequence[Question], sidecar: S
     ``vectors``: a file of ``esrerank embed`` to take the vectors and terms from instead of the sidecar
     (refused in one line when another model made it; a question it lacks fails alone). ``ahead``: batches
     embedded while the cluster stores the one before (``bulk.index_questions``; 0: one after the other)."""
+    from es_plugin_bridge.bridge.sidecar_client import SidecarClient
     from es_plugin_bridge.elastic.bulk import index_questions
     from es_plugin_bridge.elastic.engine import open_engine
     from es_plugin_bridge.elastic.opensearch_ingest import ingest_stop_rule, refused_by_sidecar
     from es_plugin_bridge.elastic.setup import read_meta
-    from es_plugin_bridge.elastic.sidecar_embedder import SidecarEmbedder
     from es_plugin_bridge.engines.registry import EngineContext
     from es_plugin_bridge.text import Preprocessor
+    from es_plugin_bridge.text.sidecar_text import sidecar_refusal
 
     meta = read_meta(client, index)
     if vectors is not None and (meta.no_vectors_reason is not None or meta.embedding.get("pipeline")):
@@ -64,7 +65,7 @@ def index_run(client: Any, index: str, questions: Sequence[Question], sidecar: S
     elif vectors is not None:
         embed = _from_file(vectors, meta, index, note)
     else:
-        embedder = SidecarEmbedder.reaching(sidecar, timeout=max(sidecar.timeout, 60.0))
+        embedder = SidecarClient.reaching(sidecar, timeout=max(sidecar.timeout, 60.0))
         embedder.ready()
         embed = embedder.embed
     engine = open_engine(EngineContext(tokens=Preprocessor(meta.text_options()).tokens, options={
@@ -72,7 +73,8 @@ def index_run(client: Any, index: str, questions: Sequence[Question], sidecar: S
     report = index_questions(
         client, index, list(questions), engine.actions, batch_size=batch_size, resume=resume,
         max_retries=max_retries, progress=progress, stop_on=stop_on, item_refused=item_refused,
-        batch_refused=_refused_a_question, ahead=ahead)
+        batch_refused=_refused_a_question, ahead=ahead,
+        refusal=sidecar_refusal if embed is not None and vectors is None else None)  # the sidecar embeds
     run = IndexRun(report)
     refreshed = _refresh(client, index)
     if not report.ok:
@@ -86,7 +88,7 @@ def index_run(client: Any, index: str, questions: Sequence[Question], sidecar: S
 def _refused_a_question(exc: Exception) -> bool:
     """A batch failed for some of its questions (the sidecar refused a text, or the vectors file lacks a
     question): split it until each such question fails alone."""
-    from es_plugin_bridge.elastic.sidecar_embedder import EmbedError
+    from es_plugin_bridge.bridge.sidecar_client import EmbedError
     from es_plugin_bridge.elastic.vectors_file import MissingVector
 
     return isinstance(exc, MissingVector) or (isinstance(exc, EmbedError) and exc.refused_a_text)

@@ -22,7 +22,7 @@ round trip inside Elasticsearch per query and prunes tokens by default from 9.1.
 
 The pipeline (``Pipeline``, ``ScriptProcessor``, ``InferenceProcessor`` of the specification):
 1. a script builds ``rerank_text`` from the title and body fields exactly as
-   :func:`~es_plugin_bridge.elastic.mappings.rerank_text` does (``<`` in the title as ``&lt;``, a body
+   :func:`~es_plugin_bridge.elastic.rerank_text` does (``<`` in the title as ``&lt;``, a body
    not starting with a tag wrapped in ``<p>``, every ``${`` as ``&#36;{``): the inference processors
    send it through the endpoints' request templates, which refuse a leftover ``${…}``;
 2. ``inference`` → ``vector`` (text_embedding), then ``inference`` → ``bow`` (sparse_embedding): an
@@ -47,7 +47,7 @@ EMBED_RESPONSE = {"text_embeddings": "$.embeddings[*].vector"}
 BOW_RESPONSE = {"token_path": "$.embeddings[*].bow_tokens", "weight_path": "$.embeddings[*].bow_weights"}
 
 # Painless. ``lstrip`` of Python and ``trim`` of Java differ on Unicode spaces, so both sides strip
-# only the characters <= U+0020 before testing for "<" (mappings.rerank_text does the same).
+# only the characters <= U+0020 before testing for "<" (rerank_text does the same).
 PAINLESS_GET = (
     "def get(Map m, String path) { def cur = m; "
     "for (String p : path.splitOnToken('.')) { if (!(cur instanceof Map)) { return null; } "
@@ -162,7 +162,7 @@ def text_pipeline_body(*, title_field: str = "title", body_field: str = "body") 
 
 def rerank_text_as_painless(doc: dict[str, Any], title_field: str = "title", body_field: str = "body") -> str:
     """:data:`RERANK_TEXT_SCRIPT` restated in Python, line for line, for the tests that hold it equal to
-    ``mappings.rerank_text`` (the Painless itself runs only in a cluster)."""
+    ``rerank_text`` (the Painless itself runs only in a cluster)."""
     t, b = value_at(doc, title_field), value_at(doc, body_field)
     title = "" if t is None else str(t)
     body = "" if b is None else str(b)

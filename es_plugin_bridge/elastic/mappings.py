@@ -21,11 +21,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from es_plugin_bridge.core.direction import has_direction as has_direction
 from es_plugin_bridge.core.features import MIN_FEATURE as MIN_FEATURE
 from es_plugin_bridge.core.features import bow_features
 from es_plugin_bridge.core.features import feature_key as feature_key
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.engines.similarities import NORMALIZATION_PARAMS, SIMILARITIES, make_similarity
+from es_plugin_bridge.text.sidecar_text import rerank_text
 
 ANALYZER = "esrerank_tokens"
 TOKENIZER = "esrerank_whitespace"
@@ -34,11 +36,6 @@ TEXT_FIELD = "text"
 RERANK_FIELD = "rerank_text"
 VECTOR_FIELD = "vector"
 BOW_FIELD = "bow"
-PLACEHOLDER_START = "${"
-#: ``$`` as an HTML character reference: every text the product sends through a template carries this
-#: instead of ``${``, and the text pipeline decodes it back to ``$`` (titles and bodies alike).
-SAFE_PLACEHOLDER_START = "&#36;{"
-_JAVA_TRIM = "".join(map(chr, range(33)))  # what java.lang.String.trim strips: every char <= U+0020
 
 #: The field whose similarity each first stage scores with.
 FIELDS: dict[str, str] = {
@@ -192,39 +189,6 @@ def index_body(
     return {"settings": settings, "mappings": mappings}
 
 
-def template_safe(text: str) -> str:
-    """``text`` with every ``${`` written ``&#36;{``: safe to pass through an inference template.
-
-    Elasticsearch fills a ``custom`` endpoint's request template with commons-text's
-    ``StringSubstitutor`` (which also substitutes inside the values it inserts) and then refuses the
-    request if anything matching ``\\$\\{.*?\\}`` is left (``x-pack/plugin/inference/src/main/java/org/
-    elasticsearch/xpack/inference/common/ValidatingSubstitutor.java``, run on the whole body by
-    ``services/custom/request/CustomRequest.java``). A shell snippet such as ``${HOME}`` in a question
-    would fail the search, and ``${api_key}`` would even be replaced by the secret. The product decodes
-    character references in titles and bodies, so the tokens, vectors and scores are unchanged.
-    """
-    return text.replace(PLACEHOLDER_START, SAFE_PLACEHOLDER_START)
-
-
-def rerank_text(question: Question) -> str:
-    """The one string that stands for a question where Elasticsearch sends only a field's value.
-
-    The sidecar reads a string as a title followed by its HTML body (split at the first tag), and
-    the product parses every body as HTML anyway: so ``<`` in the title is escaped (it must not start
-    the body) and a body that does not start with a tag is wrapped in ``<p>``. ``${`` is written
-    ``&#36;{`` (:func:`template_safe`): Elasticsearch sends this string through a request template.
-    The tokens are the question's own (tested on the shipped samples).
-    """
-    title = template_safe(question.title.replace("<", "&lt;"))
-    body = template_safe(question.body)
-    if not body:
-        return title
-    # Leading characters <= U+0020 are skipped, as Java's trim does: the ingest pipeline builds the same
-    # string in Painless (elastic/ingest_pipeline.py).
-    starts_with_tag = body.lstrip(_JAVA_TRIM).startswith("<")
-    return f"{title}{body}" if starts_with_tag else f"{title}<p>{body}</p>"
-
-
 def value_at(source: Mapping[str, Any], path: str) -> Any:
     """The value at a dotted ``_source`` path (``question.title``), or None: how a user's own field
     paths are read here and, in Painless, by the ingest pipeline and the reindex script."""
@@ -234,13 +198,6 @@ def value_at(source: Mapping[str, Any], path: str) -> Any:
             return None
         node = node.get(part)
     return node
-
-
-def has_direction(vector: Sequence[float]) -> bool:
-    """Whether a vector can be stored or queried under ``cosine``: Elasticsearch refuses to index a
-    zero vector there ("does not support vectors with zero magnitude") and ``cosineSimilarity`` of a
-    zero query vector is NaN, which ``script_score`` refuses. A text with no tokens can embed to it."""
-    return any(float(x) != 0.0 for x in vector)
 
 
 #: The powers of ten a float64 holds exactly (10**22 is the last): ``float32_values``' exact range.

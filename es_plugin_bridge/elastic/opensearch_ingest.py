@@ -12,7 +12,7 @@ Read from the source of ml-commons 2.19.1.0 and neural-search 2.19.1.0 (the plug
   a processor batch in one call for a known pre-process function. ``HttpConnector.createPayload`` fills
   the body with commons-text, which substitutes inside inserted values too, and ``Connector.
   validatePayload`` refuses any ``${parameters`` left: ``rerank_text`` already writes ``${`` as
-  ``&#36;{`` (``mappings.template_safe``), so no text can hold one.
+  ``&#36;{`` (``template_safe``), so no text can hold one.
 - *Vector.* ``connector.post_process.default.embedding`` (``EmbeddingPostProcessFunction``) reads
   the response at the connector parameter ``response_filter`` (``ConnectorUtils.processOutput``
   prefers it to the function's default ``$[*]``): ``$.embeddings[*].vector``, one FLOAT32 tensor per

@@ -14,6 +14,7 @@ from typing import Any
 from es_plugin_bridge.elastic import mappings
 from es_plugin_bridge.elastic.cluster.connection import ClusterInfo, call
 from es_plugin_bridge.elastic.cluster.shards import ONE_SHARD, IndexLayout
+from es_plugin_bridge.elastic.modes import readiness_lines, require
 from es_plugin_bridge.elastic.setup import (
     META_KEY,
     IndexMeta,
@@ -36,7 +37,13 @@ class Provisioned:
 
     index: str
     meta: IndexMeta
+    cluster: ClusterInfo
     lines: list[str] = field(default_factory=list)
+
+    @property
+    def suggested_mode(self) -> str:
+        """The mode ``es search`` will run on the index without ``--mode`` (``IndexMeta.suggested_mode``)."""
+        return self.meta.suggested_mode(self.cluster)
 
 
 @dataclass(frozen=True)
@@ -81,7 +88,7 @@ def provision(
         raise UserError(f"--from-index needs Elasticsearch to embed the questions: {embed_off}")
     endpoints, native_off = register_endpoints(client, index, meta, sidecar_from_es, token, cluster)
     meta = replace(meta, inference=endpoints, embedding=embedding)
-    done = Provisioned(index, meta)
+    done = Provisioned(index, meta, cluster)
     body = mappings.index_body(
         dimension=meta.dimension,
         neural_similarity=meta.neural_similarity,
@@ -162,7 +169,14 @@ def _mode_lines(cluster: ClusterInfo, meta: IndexMeta, endpoints: dict[str, str]
         lines.append("mode hybrid:  ready" if meta.neural_similarity == "cosine"
                      else "mode hybrid:  ready (exact knn only: Manhattan vectors have no HNSW similarity)")
     lines.append("mode bridge:  ready")
-    return lines
+    return lines + readiness_lines(cluster, meta, ES_WRITTEN)
+
+
+#: The Elasticsearch modes whose readiness line :func:`_mode_lines` writes itself (it says how they run);
+#: every other mode's line is the registry's (``modes.readiness_lines``).
+ES_WRITTEN = ("native", "vectors", "hybrid", "learned-hybrid", "bridge")
+#: The same on OpenSearch (:func:`_opensearch_mode_lines`).
+OPENSEARCH_WRITTEN = ("learned-hybrid", "vectors", "hybrid", "hybrid-rrf", "rerank", "bridge")
 
 
 def provision_opensearch(client: Any, cluster: ClusterInfo, index: str, meta: IndexMeta, *, sidecar: str,
@@ -199,7 +213,7 @@ def provision_opensearch(client: Any, cluster: ClusterInfo, index: str, meta: In
                                analyzer=theirs.analyzer if theirs is not None else None,
                                analysis=theirs.analysis if theirs is not None else None,
                                knn_graph=meta.source.get("hnsw") is not False, **layout.body_options())
-    done = Provisioned(index, meta)
+    done = Provisioned(index, meta, cluster)
     vectors = "no vectors" if meta.dimension is None else f"{meta.dimension}-d vectors"
     if in_place is not None:
         done.lines.append(extend_in_place(client, in_place, body["mappings"]["properties"], META_KEY,
@@ -266,7 +280,7 @@ def learned_hybrid_line(cluster: ClusterInfo, meta: IndexMeta, how: str) -> str:
         return ("mode learned-hybrid: unavailable (the model records no learned hybrid: esrerank fit-hybrid "
                 "MODEL_DIR, then es setup again)")
     try:
-        cluster.require("learned-hybrid")
+        require(cluster, "learned-hybrid")
     except UserError as exc:
         return f"mode learned-hybrid: unavailable ({exc})"
     return (f"mode learned-hybrid: ready, the default ({how}; {HybridFusion(**meta.hybrid).describe()}; "
@@ -285,7 +299,7 @@ def _opensearch_mode_lines(cluster: ClusterInfo, meta: IndexMeta, pipeline: str)
         lines.append(learned_hybrid_line(cluster, meta, how))
         lines.append("mode vectors: ready, two calls (OpenSearch has no linear or rescorer retriever)")
         try:
-            cluster.require("hybrid")
+            require(cluster, "hybrid")
             off = meta.hnsw_off_reason
             lines.append("mode hybrid:  ready" + ("" if off is None else f" (--knn exact only: {off})"))
         except UserError as exc:
@@ -295,6 +309,7 @@ def _opensearch_mode_lines(cluster: ClusterInfo, meta: IndexMeta, pipeline: str)
         hint = "; use rerank or bridge" if meta.pairwise else ""
         lines += [f"mode {mode}: unavailable ({no_vectors}{hint})" for mode in vector_modes()]
     lines += [f"mode rerank:  ready (search pipeline {pipeline})", "mode bridge:  ready"]
+    lines += readiness_lines(cluster, meta, OPENSEARCH_WRITTEN)
     elsewhere = [mode for mode in mode_names() if mode not in mode_names(cluster.engine)]
     if elsewhere:
         lines.append(f"mode{'s' if len(elsewhere) > 1 else ''} {', '.join(elsewhere)}: Elasticsearch only")
@@ -310,14 +325,14 @@ def setup_index(connection: Any, model_dir: Any, index: str, sidecar: Any, *, si
     if source is not None and source.in_place and layout != ONE_SHARD:
         raise UserError("--shards and --replicas shape a new index; with --in-place your index keeps its own "
                         "(OpenSearch fixes number_of_shards when an index is created)")
+    from es_plugin_bridge.bridge.sidecar_client import SidecarClient
     from es_plugin_bridge.elastic.cluster.connection import cluster_info
     from es_plugin_bridge.elastic.setup import check_sidecar, meta_for_model
-    from es_plugin_bridge.elastic.sidecar_embedder import SidecarEmbedder
     from es_plugin_bridge.serving.model_dir import ModelDirectory
     from es_plugin_bridge.text import TextOptions
 
     model = ModelDirectory.load(model_dir)  # verifies the manifest before anything is created
-    ready = check_sidecar(SidecarEmbedder.reaching(sidecar, timeout=max(sidecar.timeout, 10.0)), model)
+    ready = check_sidecar(SidecarClient.reaching(sidecar, timeout=max(sidecar.timeout, 10.0)), model)
     meta = meta_for_model(model, ready, TextOptions())
     client = connection.client()
     cluster = cluster_info(client)

@@ -17,6 +17,7 @@ import importlib
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
+from es_plugin_bridge.core.direction import has_direction
 from es_plugin_bridge.core.features import feature_key
 from es_plugin_bridge.elastic.mappings import BOW_FIELD, FIELDS, RERANK_FIELD, VECTOR_FIELD
 from es_plugin_bridge.engines.query_terms import MAX_QUERY_TERMS, query_terms
@@ -128,7 +129,7 @@ def rest_of_fused(
     document in the product; ``cosineSimilarity`` would be NaN and fail the script, so its neural
     term is the constant β_nn·1 instead.
     """
-    has_vector = similarity == "manhattan" or any(float(x) != 0.0 for x in vector)
+    has_vector = similarity == "manhattan" or has_direction(vector)
     neural = neural_script(similarity) if has_vector else "1.0"
     params: dict[str, Any] = {"b_bow": float(beta["bow"]), "b_nn": float(beta["neural"])}
     if has_vector:

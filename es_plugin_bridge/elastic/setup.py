@@ -20,9 +20,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from es_plugin_bridge.bridge.sidecar_client import SidecarClient
 from es_plugin_bridge.core.fusion import FIRST_STAGES
 from es_plugin_bridge.elastic.cluster.connection import ClusterInfo, call, es_errors
-from es_plugin_bridge.elastic.sidecar_embedder import SidecarEmbedder
+from es_plugin_bridge.elastic.modes import require
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.text import TextOptions
 
@@ -118,20 +119,17 @@ class IndexMeta:
             return "the index holds no vectors (--no-vectors)"
         return None
 
-    @property
-    def suggested_mode(self) -> str:
-        """The mode ``es search`` runs without ``--mode`` (and ``es setup``'s last line names): the learned
-        hybrid where the index holds vectors and the model records its fit (benchmarks/engine_hybrid.py:
-        the best of every mode and of the engine's own hybrids, at the engine's speed); else rerank where
-        OpenSearch has a search pipeline for the index, hybrid where it holds vectors, native where it
-        has an endpoint (a pairwise model, or --no-vectors), else bridge (runs anywhere)."""
-        if self.dimension is not None and self.hybrid is not None:
-            return "learned-hybrid"
-        if self.search_pipeline:
-            return "rerank"
-        if self.dimension is not None:
-            return "hybrid"
-        return "native" if self.inference else "bridge"
+    def suggested_mode(self, cluster: ClusterInfo) -> str:
+        """The mode ``es search`` runs on this index without ``--mode`` (and ``es setup``'s last line
+        names): the first ready on ``cluster`` (``ModeSpec.unavailable``) in the modes' ``suggest`` order —
+        the learned hybrid where the index holds vectors and the model records its fit
+        (benchmarks/engine_hybrid.py: the best of every mode and of the engine's own hybrids, at the
+        engine's speed); else rerank where OpenSearch has a search pipeline for the index, hybrid where it
+        holds vectors, native where it has an endpoint and the licence (a pairwise model, or
+        --no-vectors), else bridge (runs anywhere)."""
+        from es_plugin_bridge.elastic.modes import suggested_mode
+
+        return suggested_mode(cluster, self)
 
     @property
     def hnsw_off_reason(self) -> str | None:
@@ -269,7 +267,7 @@ def register_endpoints(
     Elasticsearch cannot reach fails here, with Elasticsearch's own reason.
     """
     try:
-        cluster.require("native")
+        require(cluster, "native")
     except UserError as exc:
         return {}, str(exc)
     ids = {}
@@ -321,7 +319,7 @@ def register_embedding(
         call(f"creating ingest pipeline {pipeline}", client.ingest.put_pipeline, id=pipeline, **body)
         return {"pipeline": pipeline}, no_vectors
     try:
-        cluster.require("native")
+        require(cluster, "native")
     except UserError as exc:
         return {}, str(exc).replace("mode native", "Elasticsearch-side embedding", 1)
     ids = {kind: inference_id(index, purpose)
@@ -336,7 +334,7 @@ def register_embedding(
     return {**ids, "pipeline": pipeline}, None
 
 
-def check_sidecar(embedder: SidecarEmbedder, model_dir: Any) -> dict[str, Any]:
+def check_sidecar(embedder: SidecarClient, model_dir: Any) -> dict[str, Any]:
     """``/readyz`` answers, the sidecar serves ``model_dir``'s model and the token works; the readiness
     document. The token is tried on an endpoint that model serves: ``/v1/rerank`` for a pairwise model
     (it refuses ``/v1/encode``), ``/v1/encode`` otherwise (what ``es index`` will call)."""

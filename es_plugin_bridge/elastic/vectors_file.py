@@ -32,8 +32,8 @@ from typing import IO, Any
 import numpy as np
 
 from es_plugin_bridge.data.types import Question
-from es_plugin_bridge.elastic.mappings import rerank_text
 from es_plugin_bridge.errors import UserError
+from es_plugin_bridge.text.sidecar_text import rerank_text
 
 FORMAT = "esrerank.vectors"
 VERSION = 1
@@ -152,7 +152,7 @@ class Vectors:
         return len(self._records)
 
     def embed(self, questions: Sequence[Question], cosine: bool = True) -> list[dict[str, Any]]:
-        """``SidecarEmbedder.embed`` from the file: one ``{"vector", "terms"}`` per question, in order;
+        """``SidecarClient.embed`` from the file: one ``{"vector", "terms"}`` per question, in order;
         MissingVector naming the first question it lacks or whose record cannot be stored
         (:func:`unstorable`; ``cosine``: the index's similarity is cosine); the bulk indexer then fails
         that one alone."""

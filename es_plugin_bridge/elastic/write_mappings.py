@@ -20,14 +20,16 @@ from pathlib import Path
 from typing import Any
 
 from es_plugin_bridge.data.types import Question
+from es_plugin_bridge.defaults import DEFAULT_INDEX
 from es_plugin_bridge.elastic import queries
-from es_plugin_bridge.elastic.mappings import index_body, rerank_text
+from es_plugin_bridge.elastic.mappings import index_body
 from es_plugin_bridge.elastic.setup import inference_endpoint, inference_id
 from es_plugin_bridge.text import Preprocessor
+from es_plugin_bridge.text.sidecar_text import rerank_text
 
 EXAMPLE_BETA = {"first_stage": 0.3, "bow": 0.2, "neural": 0.5}
 EXAMPLE_QUERY = Question("q", "How do I upgrade to 12.04?", "")
-EXAMPLE_INDEX = "esrerank-questions"
+EXAMPLE_INDEX = DEFAULT_INDEX
 DIMENSION = 384
 COMPOSE_SIDECAR = "http://sidecar:8080"  # the sidecar service of docker/docker-compose.yml
 

@@ -6,7 +6,7 @@ the ``plugin-descriptor.properties`` the distribution's build writes), and the p
 (``plugins/<name>/``). The home is built in a sibling folder and renamed into place when complete, so
 an interrupted assembly never leaves a home that looks finished; a finished one is reused.
 
-Facts this relies on (docs/opensearch-node.md says how each was checked):
+Facts this relies on (docs/opensearch.md, "A node without Docker", says how each was checked):
 
 * 2.19.1 is the newest 2.19.x for which all four plugin zips resolve (k-NN, ml-commons and
   neural-search were published for 2.19.1.0 and no later 2.19 patch); every bundle's

@@ -31,7 +31,7 @@ from pydantic import (
 from es_plugin_bridge.data.questions import question_from_text, question_id
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.text.pipeline import Preprocessor
-from es_plugin_bridge.text.sidecar_text import MAX_TEXT_CHARS, is_blank, reads_nothing, sidecar_refusal
+from es_plugin_bridge.text.sidecar_text import MAX_TEXT_CHARS, is_blank, sidecar_refusal, unscored_candidate
 
 #: The validation context's key for the served model's preprocessor (``routes_api._parse`` gives it):
 #: with it a text the model reads as no token is refused, or unscored, as a blank one is.
@@ -131,18 +131,12 @@ UNSCORED_REASONS = ("null", "blank", "too_long")
 
 
 def unscored_reason(item: str | DocumentIn | None, preprocessor: Preprocessor | None = None) -> str | None:
-    """Why ``item`` gets the lowest score without being scored, or None when it is scored; with the
-    served model's ``preprocessor``, a text it reads as no token is ``blank`` too."""
+    """Why ``item`` gets the lowest score without being scored, or None when it is scored: ``null``, or
+    the one rule of ``text.sidecar_text.unscored_candidate`` (with the served model's ``preprocessor``, a text
+    it reads as no token is ``blank`` too); the bridge's client reads the same rule."""
     if item is None:
         return "null"
-    texts = [item] if isinstance(item, str) else [item.title, item.body]
-    if any(len(text) > MAX_TEXT_CHARS for text in texts):
-        return "too_long"
-    if all(is_blank(text) for text in texts):
-        return "blank"
-    if preprocessor is not None and reads_nothing(to_question(item), preprocessor):
-        return "blank"
-    return None
+    return unscored_candidate(item if isinstance(item, str) else to_question(item), preprocessor)
 
 
 class RerankRequest(BaseModel):

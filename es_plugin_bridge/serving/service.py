@@ -148,10 +148,6 @@ class Service:
         """
         return linear_shift(self.model.fusion[self._fusion_stage(first_stage)], self.ranges)
 
-    def linear_weight(self, first_stage: str | None = None) -> float:
-        """β_fs of ``first_stage``: the weight the ``linear`` retriever gives the min-maxed first stage."""
-        return float(self.model.fusion[self._fusion_stage(first_stage)]["first_stage"])
-
     def _linear(self, parts: dict[str, np.ndarray], stage: str) -> np.ndarray:
         weights = self.model.fusion[stage]
         raw = sum(weights[c] * parts[c] for c in LINEAR_COMPONENTS) - linear_shift(weights, self.ranges)

@@ -4,6 +4,12 @@ embedded ``embed`` and ``es index`` ask the same questions before a text is scor
 * :func:`sidecar_refusal`: why the sidecar refuses a text as a query or a text to embed (a lone
   surrogate, blank, over :data:`MAX_TEXT_CHARS`, or nothing left once the model's own preprocessing
   has run: ``"!!!"``, ``"\\u200b"``, ``"<p></p>"`` read as no token, the same as a blank text), or None.
+* :func:`unscored_candidate`: why the sidecar gives a rerank candidate the lowest score without scoring it
+  (``too_long``, ``blank``: every part blank, or read as no token), or None. A candidate with a blank
+  title and a body is scored (the engines send ``title<p>body</p>`` as one string, which reads so), and
+  the bridge's client leaves out of its request exactly what the server would not score.
+* :func:`rerank_text`: the one string that stands for a question on the wire (the index's
+  ``rerank_text`` field, what an engine sends the sidecar, and what the product's client sends to embed).
 * :func:`model_part`: a query cut to what any model reads of it (:data:`MODEL_TEXT_CHARS` of the title
   and of the body), so an over-long query still searches: the first stage takes it whole, the sidecar
   its start, which is all the model reads anyway.
@@ -25,8 +31,47 @@ MAX_TEXT_CHARS = 100_000
 #: the cut never changes what the model reads of a text of words (tested on the samples and on a
 #: 200,000-character pasted log).
 MODEL_TEXT_CHARS = 8 * MAX_LENGTH
+PLACEHOLDER_START = "${"
+#: ``$`` as an HTML character reference: every text the product sends through a template carries this
+#: instead of ``${``, and the text pipeline decodes it back to ``$`` (titles and bodies alike).
+SAFE_PLACEHOLDER_START = "&#36;{"
+_JAVA_TRIM = "".join(map(chr, range(33)))  # what java.lang.String.trim strips: every char <= U+0020
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _BLANK = re.compile(r"\s*")  # str.isspace's whitespace, as the server's schemas' NOT_BLANK_PATTERN
+
+
+def template_safe(text: str) -> str:
+    """``text`` with every ``${`` written ``&#36;{``: safe to pass through an inference template.
+
+    Elasticsearch fills a ``custom`` endpoint's request template with commons-text's
+    ``StringSubstitutor`` (which also substitutes inside the values it inserts) and then refuses the
+    request if anything matching ``\\$\\{.*?\\}`` is left (``x-pack/plugin/inference/src/main/java/org/
+    elasticsearch/xpack/inference/common/ValidatingSubstitutor.java``, run on the whole body by
+    ``services/custom/request/CustomRequest.java``). A shell snippet such as ``${HOME}`` in a question
+    would fail the search, and ``${api_key}`` would even be replaced by the secret. The product decodes
+    character references in titles and bodies, so the tokens, vectors and scores are unchanged.
+    """
+    return text.replace(PLACEHOLDER_START, SAFE_PLACEHOLDER_START)
+
+
+def rerank_text(question: Question) -> str:
+    """The one string that stands for a question where Elasticsearch sends only a field's value, and
+    the text the sidecar is sent to embed a question (``es index``, the modes' query, ``es setup``'s check).
+
+    The sidecar reads a string as a title followed by its HTML body (split at the first tag), and
+    the product parses every body as HTML anyway: so ``<`` in the title is escaped (it must not start
+    the body) and a body that does not start with a tag is wrapped in ``<p>``. ``${`` is written
+    ``&#36;{`` (:func:`template_safe`): Elasticsearch sends this string through a request template.
+    The tokens are the question's own (tested on the shipped samples).
+    """
+    title = template_safe(question.title.replace("<", "&lt;"))
+    body = template_safe(question.body)
+    if not body:
+        return title
+    # Leading characters <= U+0020 are skipped, as Java's trim does: the ingest pipeline builds the same
+    # string in Painless (elastic/ingest_pipeline.py).
+    starts_with_tag = body.lstrip(_JAVA_TRIM).startswith("<")
+    return f"{title}{body}" if starts_with_tag else f"{title}<p>{body}</p>"
 
 
 def lone_surrogate(text: str) -> str | None:
@@ -91,6 +136,23 @@ def sidecar_refusal(text: str | Question, preprocessor: Preprocessor | None = No
     return None
 
 
+def unscored_candidate(text: str | Question, preprocessor: Preprocessor | None = None) -> str | None:
+    """Why the sidecar gives ``text`` as a rerank candidate the lowest score without scoring it
+    (``too_long``: a part over :data:`MAX_TEXT_CHARS`; ``blank``: every part blank, or, with the served
+    model's ``preprocessor``, read as no token), or None when it is scored. An engine needs one score per
+    candidate, so none of these is refused."""
+    parts = [text] if isinstance(text, str) else [text.title, text.body]
+    if any(len(part) > MAX_TEXT_CHARS for part in parts):
+        return "too_long"
+    if all(is_blank(part) for part in parts):
+        return "blank"
+    if preprocessor is not None:
+        question = question_from_text(text) if isinstance(text, str) else text
+        if reads_nothing(question, preprocessor):
+            return "blank"
+    return None
+
+
 def query_refusal(query: Question | str) -> str | None:
     """Why ``query`` cannot be searched at all (a lone surrogate, nothing but blanks), or None: the
     library's entry points (``BridgeSearch``, every mode's ``search``) raise it as the CLI does, one line
@@ -116,4 +178,4 @@ def model_part(query: Question) -> Question:
 
 
 __all__ = ["MAX_TEXT_CHARS", "MODEL_TEXT_CHARS", "is_blank", "lone_surrogate", "model_part", "query_refusal",
-           "reads_nothing", "sidecar_refusal"]
+           "reads_nothing", "rerank_text", "sidecar_refusal", "template_safe", "unscored_candidate"]

@@ -22,11 +22,12 @@ import pytest
 from waitress.server import create_server
 
 from es_plugin_bridge.bridge import BridgeSearch, SidecarClient
-from es_plugin_bridge.bridge.sidecar_client import SidecarUnavailable
+from es_plugin_bridge.bridge.sidecar_client import EmbedError, SidecarUnavailable
 from es_plugin_bridge.bridge.sidecar_target import DEFAULT_TIMEOUT
 from es_plugin_bridge.data.spec import read_spec
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.errors import UserError
+from es_plugin_bridge.text.sidecar_text import MAX_TEXT_CHARS, rerank_text
 
 TITLES = Path(__file__).resolve().parents[2] / "es_plugin_bridge" / "samples" / "askubuntu-pairs" / \
     "train_titles.tsv"
@@ -157,18 +158,24 @@ def test_a_path_prefix_in_the_url_is_kept(sidecar, questions):
     assert sidecar.requests[-1]["path"] == "/rerank-proxy/v1/rerank"
 
 
-def test_documents_without_a_title_are_left_out_and_ranked_last_in_their_order(sidecar, questions, caplog):
+def test_documents_the_sidecar_would_not_score_are_left_out_and_ranked_last_in_their_order(sidecar, questions,
+                                                                                           caplog):
+    """The server's own rule (``text.sidecar_text.unscored_candidate``): a blank title with a body is sent
+    and scored, as the server scores it when an engine sends it (issue 45); a document blank in every
+    part, or over the sidecar's length, is left out and ranked last."""
     caplog.set_level(logging.INFO, logger="es_plugin_bridge.bridge.sidecar_client")
     sidecar.answer("200 OK", best_last)
     sidecar.requests.clear()
-    blank_a, blank_b = Question("blank-a", "  ", "some body"), Question("blank-b", "", "")
-    docs = [blank_a, questions[1], questions[2], blank_b, questions[3]]
-    got = SidecarClient(sidecar.url).rerank(questions[0], docs, [9.0, 8.0, 7.0, 6.0, 5.0], "bm25")
-    assert got == [(4, 3 / 4), (2, 2 / 4), (1, 1 / 4), (0, 0.0), (3, 0.0)]
+    blank_title, blank = Question("blank-a", "  ", "some body"), Question("blank-b", "", "")
+    too_long = Question("long", "x" * (MAX_TEXT_CHARS + 1), "")
+    docs = [blank_title, questions[1], questions[2], blank, questions[3], too_long]
+    got = SidecarClient(sidecar.url).rerank(questions[0], docs, [9.0, 8.0, 7.0, 6.0, 5.0, 4.0], "bm25")
+    assert got == [(4, 4 / 5), (2, 3 / 5), (1, 2 / 5), (0, 1 / 5), (3, 0.0), (5, 0.0)]
     sent = sidecar.requests[-1]["json"]
-    assert [d["id"] for d in sent["documents"]] == [q.id for q in questions[1:4]]
-    assert sent["first_stage_scores"] == [8.0, 7.0, 5.0]  # the scores of the documents sent, in order
-    assert [r.getMessage() for r in caplog.records] == ["2 of 5 documents have no title; ranked last"]
+    assert [d["id"] for d in sent["documents"]] == ["blank-a", *(q.id for q in questions[1:4])]
+    assert sent["first_stage_scores"] == [9.0, 8.0, 7.0, 5.0]  # the scores of the documents sent, in order
+    assert [r.getMessage() for r in caplog.records] == [
+        "2 of 6 documents are blank or too long for the sidecar; ranked last"]
 
 
 def test_nothing_to_rerank_is_an_outage_before_any_request(sidecar, questions):
@@ -176,8 +183,8 @@ def test_nothing_to_rerank_is_an_outage_before_any_request(sidecar, questions):
     with pytest.raises(SidecarUnavailable, match="^the query has no title; the sidecar cannot score it$"):
         SidecarClient(sidecar.url).rerank(Question("q", " ", "body only"), questions[1:3])
     with pytest.raises(SidecarUnavailable,
-                       match="^no document has a title; nothing for the sidecar to rerank$"):
-        SidecarClient(sidecar.url).rerank(questions[0], [Question("d", "", "x")])
+                       match="^no document holds text the sidecar scores; nothing for it to rerank$"):
+        SidecarClient(sidecar.url).rerank(questions[0], [Question("d", "", " "), Question("e", " ", "")])
     assert sidecar.requests == []
 
 
@@ -337,3 +344,39 @@ def test_a_timed_out_call_leaves_no_worker_reading_the_trickle(questions):
         stop.set()
         listener.close()
         server.join(timeout=5)
+
+
+def _encoded_or_ranked(request: dict) -> bytes:
+    if "texts" in request:
+        return json.dumps({"embeddings": [{"vector": [1.0], "terms": {}}] * len(request["texts"])}).encode()
+    return best_last(request)
+
+
+def test_embedding_and_reranking_share_one_pooled_connection_and_say_why_they_fail(sidecar, questions):
+    """One client for every call the product makes (issue 45): ``/v1/encode`` (es index, the modes that
+    embed the query), the token check and ``/v1/rerank`` reuse one kept-alive connection; the indexing
+    side's failures keep their wording and status (``EmbedError``)."""
+    client = SidecarClient(sidecar.url, token="s3cret")
+    made: list[int] = []
+    make = client.pool._make
+    client.pool._make = lambda: made.append(1) or make()  # type: ignore[method-assign]
+    sidecar.answer("200 OK", _encoded_or_ranked)
+    sidecar.requests.clear()
+    assert len(client.embed(questions[:3])) == 3
+    client.check_token()
+    client.rerank(questions[0], questions[1:3])
+    assert made == [1]
+    assert [r["path"] for r in sidecar.requests] == ["/v1/encode", "/v1/encode", "/v1/rerank"]
+    assert sidecar.requests[0]["json"] == {"texts": [rerank_text(q) for q in questions[:3]]}
+    assert {r["auth"] for r in sidecar.requests} == {"Bearer s3cret"}
+    sidecar.answer("400 Bad Request", b'{"error": "texts.0: text must not be empty"}')
+    with pytest.raises(EmbedError, match=r"^sidecar answered 400 to /v1/encode: .*must not be empty") as bad:
+        client.embed(questions[:1])
+    assert bad.value.refused_a_text and bad.value.status == 400
+    sidecar.answer("401 Unauthorized", b'{"error": "bad token"}')
+    with pytest.raises(UserError, match="^sidecar answered 401 to /v1/encode: "):
+        client.check_token()
+    unreachable = r"^sidecar at http://127\.0\.0\.1:1 did not answer /v1/encode: "
+    with pytest.raises(EmbedError, match=unreachable) as down:
+        SidecarClient("http://127.0.0.1:1", timeout=2.0).embed(questions[:1])
+    assert down.value.status is None and not down.value.refused_a_text

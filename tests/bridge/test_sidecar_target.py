@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from es_plugin_bridge.bridge.sidecar_client import SidecarClient
 from es_plugin_bridge.bridge.sidecar_target import DEFAULT_TIMEOUT, DEFAULT_URL, SidecarTarget
-from es_plugin_bridge.elastic.sidecar_embedder import SidecarEmbedder
 from es_plugin_bridge.errors import UserError
 
 CLI = Path(__file__).resolve().parents[2] / "es_plugin_bridge" / "cli"
@@ -20,7 +20,7 @@ def test_a_target_is_checked_once_and_keeps_its_parts():
     assert (target.url, target.token, target.timeout) == ("https://reranker.internal:8443/base", "tok-1", 0.5)
     assert SidecarTarget() == SidecarTarget(DEFAULT_URL, None, DEFAULT_TIMEOUT)
     assert SidecarTarget(token="").token == ""  # an empty ESRERANK_TOKEN means no token, not an error
-    embedder = SidecarEmbedder.reaching(target, timeout=60.0)
+    embedder = SidecarClient.reaching(target, timeout=60.0)
     assert (embedder.url, embedder.token, embedder.timeout) == (target.url, "tok-1", 60.0)
 
 

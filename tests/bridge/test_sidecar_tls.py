@@ -23,7 +23,6 @@ from werkzeug.serving import make_server
 from es_plugin_bridge.bridge import BridgeSearch, SidecarClient
 from es_plugin_bridge.bridge.sidecar_target import SidecarTarget
 from es_plugin_bridge.data.spec import read_spec
-from es_plugin_bridge.elastic.sidecar_embedder import SidecarEmbedder
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.serving import ModelDirectory
 from es_plugin_bridge.serving.app import create_app
@@ -83,12 +82,12 @@ def test_an_untrusted_certificate_is_a_setting_to_fix_not_a_fallback(https_sidec
 
 def test_the_embedder_checks_the_certificate_too(https_sidecar, ca_file, questions):
     url, model = https_sidecar
-    embedder = SidecarEmbedder.reaching(SidecarTarget(url, TOKEN, 10.0, str(ca_file[1])))
+    embedder = SidecarClient.reaching(SidecarTarget(url, TOKEN, 10.0, str(ca_file[1])))
     assert embedder.ready()["dimension"] == model.dimension
     vectors = embedder.embed(questions[:3])
     assert [len(v["vector"]) for v in vectors] == [model.dimension] * 3
     with pytest.raises(UserError, match="certificate is not trusted here"):
-        SidecarEmbedder(url, token=TOKEN).embed(questions[:1])
+        SidecarClient(url, token=TOKEN).embed(questions[:1])
 
 
 def test_search_command_over_https(https_sidecar, ca_file, cli):

@@ -36,9 +36,9 @@ from shard_checks import (
 
 from es_plugin_bridge.data.questions import question_from_text
 from es_plugin_bridge.data.spec import read_spec
-from es_plugin_bridge.elastic import mappings
 from es_plugin_bridge.rankers import RankerContext, TokenCache, build
 from es_plugin_bridge.text import Preprocessor
+from es_plugin_bridge.text.sidecar_text import rerank_text
 
 pytestmark = [pytest.mark.cluster, pytest.mark.engine, pytest.mark.slow]
 
@@ -130,8 +130,8 @@ def _rerank_expected(world: World, url: str, text: str) -> list[tuple[str, float
     window = world.rankers["bm25"].search(question_from_text(text), WINDOW)
     by_id = {q.id: q for q in read_spec(world.spec).questions.values()}
     status, answer = post(f"{url}/v1/rerank", {
-        "query": mappings.rerank_text(question_from_text(text)),
-        "documents": [mappings.rerank_text(by_id[doc]) for doc, _ in window]}, TOKEN)
+        "query": rerank_text(question_from_text(text)),
+        "documents": [rerank_text(by_id[doc]) for doc, _ in window]}, TOKEN)
     assert status == 200, answer
     return [(window[r["index"]][0], r["relevance_score"]) for r in answer["results"]][:10]
 

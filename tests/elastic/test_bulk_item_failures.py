@@ -2,7 +2,7 @@
 items 2 and 7; the same on a real OpenSearch node: ``tests/opensearch/test_index_faults.py``).
 
 The sidecar here is the real one (``esrerank serve``'s server in a thread, the tiny BOW-CNN), called
-by the product's own ``SidecarEmbedder``; the cluster is ``test_es_bulk``'s failure-injection server
+by the product's own ``SidecarClient``; the cluster is ``test_es_bulk``'s failure-injection server
 (never evidence about Elasticsearch, only about what the indexer sends and books). The questions are
 the shipped SemEval dev file's, one of them made too long by pasting the others' bodies after its
 title: over the sidecar's 100,000-character limit (``serving/schemas.py``).
@@ -21,10 +21,10 @@ from elasticsearch import Elasticsearch
 from sidecar_apps import threaded_server
 from test_es_bulk import FAST, INDEX, FakeCluster, _handler, client, cluster, questions  # noqa: F401 - fixtures
 
+from es_plugin_bridge.bridge.sidecar_client import EmbedError, SidecarClient
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.elastic.bulk import index_questions
 from es_plugin_bridge.elastic.opensearch_ingest import REFUSED, refused_by_sidecar
-from es_plugin_bridge.elastic.sidecar_embedder import EmbedError, SidecarEmbedder
 from es_plugin_bridge.serving import ModelDirectory
 from es_plugin_bridge.serving.schemas import MAX_TEXT_CHARS
 from es_plugin_bridge.serving.server import Limits
@@ -58,7 +58,7 @@ class Embedding:
     """``prepare`` through the real sidecar: each question's embedding in its action; counts the calls."""
 
     def __init__(self, url: str, token: str = TOKEN) -> None:
-        self.embedder = SidecarEmbedder(url, token=token, timeout=60)
+        self.embedder = SidecarClient(url, token=token, timeout=60)
         self.calls: list[int] = []
 
     def __call__(self, batch: list[Question]) -> list[dict[str, Any]]:
@@ -87,6 +87,25 @@ def test_a_text_the_sidecar_refuses_fails_alone_and_its_batch_is_stored(cluster,
     assert set(cluster.docs) == {q.id for q in sixty} - {sixty[BAD].id}
     assert set(cluster.sends().values()) == {1}
     assert len(prepare.calls) <= 1 + 2 * math.ceil(math.log2(30)) + 1  # the split batch, then the second
+
+
+def test_a_refused_text_checked_before_sending_costs_no_bisection(cluster, client, sidecar, questions):  # noqa: F811
+    """``refusal`` (the sidecar's own rule, ``sidecar_text.sidecar_refusal``, as ``es index`` passes it):
+    one over-long text among 200 fails alone, named, before the sidecar is called; the other 199 take
+    one call (the bisection took up to 17)."""
+    from es_plugin_bridge.text.sidecar_text import sidecar_refusal
+
+    batch = list(questions[:200])
+    assert len(batch) == 200
+    batch[BAD] = Question(batch[BAD].id, "x " * (MAX_TEXT_CHARS // 2 + 1), "")
+    prepare = Embedding(sidecar)
+    report = index_questions(client, INDEX, batch, prepare, batch_size=200, batch_refused=refused,
+                             refusal=sidecar_refusal, **FAST)
+    assert prepare.calls == [199]
+    assert (report.read, report.indexed, report.failed) == (200, 199, 1)
+    (failure,) = report.failures
+    assert failure.id == batch[BAD].id and TOO_LONG in failure.reason
+    assert set(cluster.docs) == {q.id for q in batch} - {batch[BAD].id}
 
 
 def test_a_wrong_token_is_not_split_text_by_text(cluster, client, sidecar, sixty):  # noqa: F811

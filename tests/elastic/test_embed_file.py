@@ -27,9 +27,9 @@ from live_sidecar import serve
 from es_plugin_bridge.core.manifest import manifest_digest
 from es_plugin_bridge.data.spec import read_spec
 from es_plugin_bridge.data.types import Question
-from es_plugin_bridge.elastic import mappings
 from es_plugin_bridge.elastic.vectors_file import read_vectors
 from es_plugin_bridge.errors import UserError
+from es_plugin_bridge.text.sidecar_text import rerank_text
 
 #: Characters of shell and code the sample must hold (tests/opensearch/test_opensearch_vectors.py).
 MESSY = ("$", "`", "|", '"', "{", "\\")
@@ -76,7 +76,7 @@ def test_a_question_whose_text_changed_is_not_given_its_old_vector(exported, tmp
     edited = Question(questions[3].id, questions[3].title + " on 24.04", questions[3].body)
     with pytest.raises(LookupError, match=f"the text of {edited.id} differs"):
         vectors.embed([edited])
-    assert mappings.rerank_text(questions[3]) != mappings.rerank_text(edited)
+    assert rerank_text(questions[3]) != rerank_text(edited)
 
 
 def test_a_killed_embed_leaves_no_file_and_a_cut_one_is_refused(exported, tmp_path):

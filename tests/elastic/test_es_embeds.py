@@ -8,7 +8,7 @@ checked without a cluster.
   ``text_embedding``/``sparse_embedding`` parsers (all restated from Elasticsearch's source in
   ``tests/tools/es_template.py``). What the pipeline stores must equal what ``es index`` stores when
   it embeds on the client: the same ``rerank_text``, vector and ``rank_features``.
-- The Painless that builds ``rerank_text`` (restated line for line) equals ``mappings.rerank_text`` on
+- The Painless that builds ``rerank_text`` (restated line for line) equals ``rerank_text`` on
   every shipped AskUbuntu question, the ``${`` ones included.
 - ``es index --dry-run --out``: the bulk file, and the native endpoint's template filled with its texts.
 Whether Elasticsearch runs the pipeline as restated here is for ``tests/elastic/test_es_cluster_embeds.py``.
@@ -41,6 +41,7 @@ from es_plugin_bridge.elastic.user_index import (
 )
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.text import Preprocessor
+from es_plugin_bridge.text.sidecar_text import rerank_text
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "tools"))
 from es_template import (  # noqa: E402
@@ -127,7 +128,7 @@ def test_the_painless_rerank_text_is_the_products(askubuntu):
     ]
     for q in askubuntu + odd:
         doc = {"title": q.title, "body": q.body}
-        assert pipeline.rerank_text_as_painless(doc) == mappings.rerank_text(q), q.id
+        assert pipeline.rerank_text_as_painless(doc) == rerank_text(q), q.id
     nested = {"question": {"title": "t ${X}", "text": "b"}}
     assert pipeline.rerank_text_as_painless(nested, "question.title", "question.text") == "t &#36;{X}<p>b</p>"
     assert pipeline.rerank_text_as_painless({}) == ""
@@ -156,7 +157,7 @@ def test_the_pipeline_stores_what_the_client_side_indexer_stores(exported, askub
     """Real AskUbuntu questions (the ``${`` ones included) through the restated pipeline vs ``es index``'s
     client-side path: the same rerank_text, the same vector (float32 as Elasticsearch keeps it) and the
     same rank_features."""
-    from es_plugin_bridge.elastic.sidecar_embedder import SidecarEmbedder  # noqa: F401  (the client path's text)
+    from es_plugin_bridge.bridge.sidecar_client import SidecarClient  # noqa: F401  (the client path's text)
     from es_plugin_bridge.serving import ModelDirectory
     from es_plugin_bridge.serving.app import create_app
 
@@ -164,7 +165,7 @@ def test_the_pipeline_stores_what_the_client_side_indexer_stores(exported, askub
     questions = [q for q in askubuntu if "${" in q.title + q.body] + askubuntu[:40]
     texts = [pipeline.rerank_text_as_painless({"title": q.title, "body": q.body}) for q in questions]
     vectors, sparse = embed_through_elasticsearch(client, texts)
-    direct = client.post("/v1/encode", json={"texts": [mappings.rerank_text(q) for q in questions]}).json
+    direct = client.post("/v1/encode", json={"texts": [rerank_text(q) for q in questions]}).json
     tokens = Preprocessor().tokens
     for q, text, vec, bow, emb in zip(questions, texts, vectors, sparse, direct["embeddings"], strict=True):
         by_client = mappings.document(q, tokens(q), emb)
@@ -206,7 +207,7 @@ def test_dry_run_writes_a_bulk_file_whose_texts_fill_the_native_template(cli, tm
     assert sum("${" in s["title"] + s["body"] for s in sources) >= 7
     endpoint = json.loads((ROOT / "mappings" / "elasticsearch" / "inference-endpoint-bm25.json").read_text())
     settings = endpoint["service_settings"]
-    query = mappings.rerank_text(question_from_text("echo ${HOME}"))
+    query = rerank_text(question_from_text("echo ${HOME}"))
     body, _ = fill_request(settings, query, [s[mappings.RERANK_FIELD] for s in sources])
     assert json.loads(body)["query"] == "echo &#36;{HOME}"
     validating_replace(settings["url"], {}, "url")

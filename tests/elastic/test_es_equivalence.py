@@ -29,6 +29,7 @@ from es_plugin_bridge.rankers import RankerContext, TokenCache, build, unique_qu
 from es_plugin_bridge.serving import ModelDirectory
 from es_plugin_bridge.serving.app import create_app
 from es_plugin_bridge.text import Preprocessor
+from es_plugin_bridge.text.sidecar_text import rerank_text
 from es_plugin_bridge.training.fusion_fit import minmax
 
 SAMPLES = Path(__file__).resolve().parents[2] / "es_plugin_bridge" / "samples"
@@ -64,7 +65,7 @@ def setup(request, exported, semeval):
 
 
 def embed(client, questions) -> list[dict]:
-    resp = client.post("/v1/encode", json={"texts": [mappings.rerank_text(q) for q in questions]})
+    resp = client.post("/v1/encode", json={"texts": [rerank_text(q) for q in questions]})
     assert resp.status_code == 200, resp.json
     return resp.json["embeddings"]
 
@@ -118,8 +119,8 @@ def test_native_mode_is_fused_plus_a_constant(setup, semeval):
     beta_fs = service.model.fusion["bm25"]["first_stage"]
     for rq in semeval:
         want = fused.rerank(rq)
-        body = RERANK_REQUEST.replace("${query}", json.dumps(mappings.rerank_text(rq.query))).replace(
-            "${input}", json.dumps([mappings.rerank_text(c) for c in rq.candidates])
+        body = RERANK_REQUEST.replace("${query}", json.dumps(rerank_text(rq.query))).replace(
+            "${input}", json.dumps([rerank_text(c) for c in rq.candidates])
         )
         resp = client.post(path, data=body, headers={"Content-Type": "application/json"})
         assert resp.status_code == 200, resp.json

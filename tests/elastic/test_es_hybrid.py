@@ -29,16 +29,16 @@ import numpy as np
 import pytest
 from painless_as_python import painless_as_python
 
+from es_plugin_bridge.bridge.sidecar_client import EmbedError
 from es_plugin_bridge.bridge.sidecar_target import SidecarTarget
 from es_plugin_bridge.data.spec import read_spec
 from es_plugin_bridge.data.types import Question, RankingQuery
 from es_plugin_bridge.elastic import mappings, queries
 from es_plugin_bridge.elastic.cluster.connection import ClusterInfo
 from es_plugin_bridge.elastic.engine import ElasticsearchFirstStage
-from es_plugin_bridge.elastic.modes import hybrid, mode_names
+from es_plugin_bridge.elastic.modes import hybrid, mode_names, require
 from es_plugin_bridge.elastic.modes.factory import make_mode
 from es_plugin_bridge.elastic.setup import IndexMeta
-from es_plugin_bridge.elastic.sidecar_embedder import EmbedError
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.evaluation.retrieval import duplicate_queries
 from es_plugin_bridge.rankers import RankerContext, TokenCache, build, unique_questions
@@ -46,6 +46,7 @@ from es_plugin_bridge.rankers.whole_collection import RRF_K
 from es_plugin_bridge.serving import ModelDirectory
 from es_plugin_bridge.serving.app import create_app
 from es_plugin_bridge.text import Preprocessor
+from es_plugin_bridge.text.sidecar_text import rerank_text
 
 ROOT = Path(__file__).resolve().parents[2]
 SHAPES = json.loads((ROOT / "tests" / "tools" / "es_spec_shapes.json").read_text(encoding="utf-8"))
@@ -292,10 +293,10 @@ def test_licences_and_versions():
     assert not hybrid.rrf_in_elasticsearch(cluster("enterprise", (8, 15, 3)))
     assert not hybrid.rrf_in_elasticsearch(ClusterInfo((9, 5, 0), "trial", False))
     for licence in ("basic", "platinum", "trial"):  # hybrid is exact on any licence
-        cluster(licence, (8, 8, 0)).require("hybrid")
-        cluster(licence, (8, 0, 0)).require("hybrid-rrf")
+        require(cluster(licence, (8, 8, 0)), "hybrid")
+        require(cluster(licence, (8, 0, 0)), "hybrid-rrf")
     with pytest.raises(UserError, match="8.8"):
-        cluster("trial", (8, 7, 1)).require("hybrid")
+        require(cluster("trial", (8, 7, 1)), "hybrid")
 
 
 def meta(dimension: int | None = 3, similarity: str = "cosine") -> IndexMeta:
@@ -542,14 +543,14 @@ class FakeElasticsearch:
 
 
 class AppEmbedder:
-    """``SidecarEmbedder.embed`` answered by the sidecar app in process (the same request body)."""
+    """``SidecarClient.embed`` answered by the sidecar app in process (the same request body)."""
 
     def __init__(self, client: Any) -> None:
         self.client = client
 
     def embed(self, questions: Sequence[Question]) -> list[dict[str, Any]]:
-        resp = self.client.post("/v1/encode", json={"texts": [mappings.rerank_text(q) for q in questions]})
-        if resp.status_code != 200:  # as SidecarEmbedder raises it
+        resp = self.client.post("/v1/encode", json={"texts": [rerank_text(q) for q in questions]})
+        if resp.status_code != 200:  # as SidecarClient raises it
             raise EmbedError(f"sidecar answered {resp.status_code}: {resp.json}", resp.status_code)
         return resp.json["embeddings"]
 

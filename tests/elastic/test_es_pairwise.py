@@ -45,6 +45,7 @@ from es_plugin_bridge.elastic.setup import FIRST_STAGES, IndexMeta, meta_for_mod
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.serving.model_dir import ModelDirectory
 from es_plugin_bridge.text import TextOptions
+from es_plugin_bridge.text.sidecar_text import rerank_text
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "tools"))
 from es_template import extract, fill_request  # noqa: E402
@@ -180,8 +181,8 @@ def test_the_registered_endpoint_is_answered_by_the_sidecar_as_its_parser_reads(
     assert settings["secret_parameters"] == {"api_key": TOKEN}
     questions = list(read_spec(f"pairs:{VAL}").questions.values())[:6]
     query, documents = questions[0], questions[1:]
-    filled, headers = fill_request(settings, mappings.rerank_text(query),
-                                   [mappings.rerank_text(d) for d in documents])
+    filled, headers = fill_request(settings, rerank_text(query),
+                                   [rerank_text(d) for d in documents])
     request = urllib.request.Request(settings["url"], data=filled.encode(), headers=headers, method="POST")
     with urllib.request.urlopen(request, timeout=30) as resp:
         got = json.loads(resp.read())

@@ -27,6 +27,7 @@ from es_plugin_bridge.elastic.cluster.connection import (
     cluster_info,
     install_command,
 )
+from es_plugin_bridge.elastic.modes import require
 from es_plugin_bridge.elastic.setup import VALID_ID, inference_id, register_endpoints
 from es_plugin_bridge.errors import UserError
 
@@ -47,11 +48,11 @@ def test_enterprise_features_need_enterprise_or_trial_not_platinum(licence, ente
     cluster = ClusterInfo((9, 1, 0), licence, True)
     assert cluster.paid is enterprise
     if enterprise:
-        cluster.require("native")
-        cluster.require("vectors-retriever")
+        require(cluster, "native")
+        require(cluster, "vectors-retriever")
     else:
         with pytest.raises(UserError, match="enterprise or trial licence"):
-            cluster.require("native")
+            require(cluster, "native")
     assert not ClusterInfo((9, 1, 0), licence, False).paid  # an expired licence enables nothing
 
 
@@ -113,10 +114,10 @@ def test_allow_rerank_failures_is_sent_only_when_asked_and_needs_8_19_or_9_1():
     assert reranker["allow_rerank_failures"] is True
     assert "allow_rerank_failures" not in json.dumps(plain)
     assert set(reranker) <= set(SPEC["TextSimilarityReranker"]["fields"])
-    ClusterInfo((8, 19, 0), "trial", True).require("native-allow-failures")
+    require(ClusterInfo((8, 19, 0), "trial", True), "native-allow-failures")
     for old in ((8, 18, 2), (9, 0, 5)):
         with pytest.raises(UserError, match="8.19"):
-            ClusterInfo(old, "trial", True).require("native-allow-failures")
+            require(ClusterInfo(old, "trial", True), "native-allow-failures")
     # what the user gets on failure: the linear sum of a strictly increasing function of s
     s = np.array([7.1, 3.2, 5.5, 0.4])
     on_failure = 0.3 * (s - s.min()) / (s.max() - s.min()) + s

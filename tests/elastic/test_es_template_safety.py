@@ -5,7 +5,7 @@ field values and then refuses the call if any ``${...}`` is left (``ValidatingSu
 restated with commons-text's rules in ``tests/tools/es_template.py``); it also substitutes inside the
 inserted text, so ``${api_key}`` in a question would carry the secret into the body. Shell and config
 snippets (``${HOME}``, ``${APACHE_LOG_DIR}``) are common on AskUbuntu: 7 questions of the shipped
-``val.tsv`` hold ``${``. The product writes ``$`` of ``${`` as ``&#36;`` (``mappings.rerank_text``),
+``val.tsv`` hold ``${``. The product writes ``$`` of ``${`` as ``&#36;`` (``rerank_text``),
 which its text pipeline decodes: the tokens, and so the sidecar's scores, are the question's own.
 """
 
@@ -24,6 +24,7 @@ from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.elastic import mappings
 from es_plugin_bridge.elastic.setup import inference_endpoint
 from es_plugin_bridge.text import Preprocessor
+from es_plugin_bridge.text.sidecar_text import rerank_text
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "tools"))
 from es_template import TemplateError, fill_request  # noqa: E402
@@ -74,14 +75,14 @@ def test_the_raw_texts_break_the_template(dollar_questions):
 
 def test_encoded_texts_fill_the_template_and_reach_the_sidecar_unchanged(dollar_questions):
     docs = dollar_questions + hostile()
-    texts = [mappings.rerank_text(q) for q in docs]
+    texts = [rerank_text(q) for q in docs]
     assert not any("${" in t for t in texts)
     for query in [hostile()[0], hostile()[1], Question("q", "echo ${HOME}", "")]:
-        body, headers = fill_request(settings(), mappings.rerank_text(query), texts)
+        body, headers = fill_request(settings(), rerank_text(query), texts)
         assert headers["Authorization"] == f"Bearer {SECRET}"
         assert SECRET not in body
         got_query, got_docs = received(body)
-        assert got_query == mappings.rerank_text(query) and got_docs == texts  # nothing substituted
+        assert got_query == rerank_text(query) and got_docs == texts  # nothing substituted
 
 
 @pytest.mark.parametrize("code", ["keep", "remove", "prefix"])
@@ -92,7 +93,7 @@ def test_the_sidecar_reads_the_encoded_text_as_the_same_tokens(dollar_questions,
 
     pipeline = Preprocessor(TextOptions(code=code, body_words=None))
     for q in dollar_questions + hostile():
-        title, body = split_title_body(mappings.rerank_text(q))
+        title, body = split_title_body(rerank_text(q))
         back = Question(q.id, title, body)
         assert pipeline.tokens(back) == pipeline.tokens(q), q.id
         assert pipeline.title_tokens(back) == pipeline.title_tokens(q)
@@ -108,7 +109,7 @@ def test_sidecar_scores_of_encoded_texts_equal_the_original_questions(exported, 
     client = create_app(ModelDirectory.load(exported["bow-cnn"], threads=1)).test_client()
     docs = dollar_questions + hostile()
     query = Question("q", "how do I use ${HOME} in a script", "<p>echo ${HOME}</p>")
-    body, _ = fill_request(settings(), mappings.rerank_text(query), [mappings.rerank_text(d) for d in docs])
+    body, _ = fill_request(settings(), rerank_text(query), [rerank_text(d) for d in docs])
     via_es = client.post("/v1/rerank", data=body, headers={"Content-Type": "application/json"})
     direct = client.post("/v1/rerank", json={
         "query": {"title": query.title, "body": query.body},

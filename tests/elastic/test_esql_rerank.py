@@ -55,10 +55,12 @@ from sidecar_apps import in_process_apps
 
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.elastic import mappings, setup
-from es_plugin_bridge.elastic.mappings import RERANK_FIELD, rerank_text
+from es_plugin_bridge.elastic.cluster.connection import ClusterInfo
+from es_plugin_bridge.elastic.mappings import RERANK_FIELD
 from es_plugin_bridge.elastic.queries import basic_query_weight
 from es_plugin_bridge.elastic.setup import RERANK_REQUEST, RERANK_RESPONSE, inference_endpoint, inference_id
 from es_plugin_bridge.text import Preprocessor, TextOptions
+from es_plugin_bridge.text.sidecar_text import rerank_text
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).resolve().parent / "data" / "esql_rerank"
@@ -405,7 +407,7 @@ def test_es_setup_puts_a_custom_rerank_endpoint_that_esql_accepts():
     beta = {"first_stage": 0.3, "bow": 0.2, "neural": 0.5}
     meta = setup.IndexMeta(model="m", model_type="bow-cnn", dimension=8, neural_similarity="cosine",
                            fusion={"bm25": beta, "lmdirichlet": beta}, text={})
-    cluster = SimpleNamespace(require=lambda mode: None)  # a licence and version that run mode native
+    cluster = ClusterInfo((9, 1, 0), "trial", True)  # a licence and version that run mode native
     ids, why_not = setup.register_endpoints(client, "esrerank-questions", meta, "http://sidecar:8080",
                                             "s3cret", cluster)
     assert why_not is None

@@ -33,6 +33,7 @@ from es_plugin_bridge.rankers import unique_questions  # noqa: E402
 from es_plugin_bridge.serving import ModelDirectory  # noqa: E402
 from es_plugin_bridge.serving.app import create_app  # noqa: E402
 from es_plugin_bridge.text import Preprocessor  # noqa: E402
+from es_plugin_bridge.text.sidecar_text import rerank_text  # noqa: E402
 
 SEMEVAL_DEV = (
     Path(__file__).resolve().parents[2]
@@ -92,7 +93,7 @@ def test_rank_features_in_lucene_give_the_bow_cosine(exported, data):
     client, model = app.test_client(), app.extensions["esrerank"].model
 
     def embed(questions):
-        resp = client.post("/v1/encode", json={"texts": [mappings.rerank_text(q) for q in questions]})
+        resp = client.post("/v1/encode", json={"texts": [rerank_text(q) for q in questions]})
         return resp.json["embeddings"]
 
     feature = _j("org.apache.lucene.document.FeatureField")

@@ -24,9 +24,11 @@ from es_plugin_bridge.elastic.modes import (
     mode_names,
     mode_spec,
     register_mode,
+    require,
     vector_modes,
 )
 from es_plugin_bridge.elastic.modes.factory import refuse_without_vectors
+from es_plugin_bridge.elastic.setup import IndexMeta
 from es_plugin_bridge.errors import UserError
 
 MODES = mode_names()
@@ -56,7 +58,7 @@ def test_every_place_that_names_modes_has_this_one(mode):
     for engine in spec.engines:  # the requirement table knows it: each engine's newest cluster runs it
         newest = ClusterInfo((9, 5, 0), "trial", True) if engine == "elasticsearch" else \
             ClusterInfo((2, 19, 1), "apache-2.0", True, "opensearch")
-        newest.require(mode)
+        require(newest, mode)
         assert set(spec.requires) <= set(spec.engines)  # no requirement for an engine it does not run on
     pairwise = SimpleNamespace(pairwise=True, model="tiny", model_type="cross-encoder")
     if spec.needs_vectors:
@@ -76,20 +78,20 @@ def test_every_place_that_names_modes_has_this_one(mode):
 ])
 def test_a_modes_own_requirements_are_checked(mode, cluster, says):
     with pytest.raises(UserError, match=says):
-        cluster.require(mode)
-    ClusterInfo((9, 1, 0), "basic", True).require("bridge")  # bridge needs nothing of a cluster
+        require(cluster, mode)
+    require(ClusterInfo((9, 1, 0), "basic", True), "bridge")  # bridge needs nothing of a cluster
     with pytest.raises(UserError,
                        match=r"mode rerank does not run on Elasticsearch 9\.1\.0; its modes: "
                              r"learned-hybrid, nat"):
-        ClusterInfo((9, 1, 0), "trial", True).require("rerank")
+        require(ClusterInfo((9, 1, 0), "trial", True), "rerank")
     with pytest.raises(UserError, match=r"mode rerank needs OpenSearch 2\.15\+; this cluster is 2\.13\.0"):
-        ClusterInfo((2, 13, 0), "apache-2.0", True, "opensearch").require("rerank")
+        require(ClusterInfo((2, 13, 0), "apache-2.0", True, "opensearch"), "rerank")
     # hybrid reads named-query scores: Elasticsearch 8.8, OpenSearch 2.13 (each engine its own entry)
     with pytest.raises(UserError, match=r"mode hybrid needs OpenSearch 2\.13\+; this cluster is 2\.12\.0"):
-        ClusterInfo((2, 12, 0), "apache-2.0", True, "opensearch").require("hybrid")
-    ClusterInfo((2, 13, 0), "apache-2.0", True, "opensearch").require("hybrid")
-    ClusterInfo((3, 0, 0), "apache-2.0", True, "opensearch").require("hybrid")
-    ClusterInfo((2, 0, 0), "apache-2.0", True, "opensearch").require("vectors")
+        require(ClusterInfo((2, 12, 0), "apache-2.0", True, "opensearch"), "hybrid")
+    require(ClusterInfo((2, 13, 0), "apache-2.0", True, "opensearch"), "hybrid")
+    require(ClusterInfo((3, 0, 0), "apache-2.0", True, "opensearch"), "hybrid")
+    require(ClusterInfo((2, 0, 0), "apache-2.0", True, "opensearch"), "vectors")
 
 
 def test_an_unknown_mode_is_one_line_naming_the_known_ones():
@@ -170,3 +172,37 @@ def test_listing_the_modes_loads_no_search_client():
             "print(len(names), sorted(m for m in ('elasticsearch', 'opensearchpy') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.split() == [str(len(MODES)), "[]"]
+
+
+def _meta(**changes: object) -> IndexMeta:
+    fields: dict = {"model": "m", "model_type": "transformer", "dimension": 384,
+                    "neural_similarity": "cosine", "fusion": {"bm25": {}}, "text": {}}
+    return IndexMeta(**{**fields, **changes})  # type: ignore[arg-type]
+
+
+TRIAL = ClusterInfo((9, 1, 0), "trial", True)
+BASIC = ClusterInfo((9, 1, 0), "basic", True)
+OPENSEARCH = ClusterInfo((2, 19, 1), "apache-2.0", True, "opensearch")
+
+
+@pytest.mark.parametrize(("cluster", "meta", "expected"), [
+    (TRIAL, _meta(hybrid={"normalization": "min_max"}), "learned-hybrid"),
+    (OPENSEARCH, _meta(hybrid={"normalization": "min_max"}, search_pipeline="p"), "learned-hybrid"),
+    (OPENSEARCH, _meta(search_pipeline="p"), "rerank"),
+    (TRIAL, _meta(), "hybrid"),
+    (TRIAL, _meta(dimension=None, inference={"bm25": "ep"}), "native"),
+    (TRIAL, _meta(pairwise=True, inference={"bm25": "ep"}, hybrid={"normalization": "min_max"}), "native"),
+    # what the cluster cannot run is not suggested (ModeSpec.unavailable): native without the licence,
+    # the hybrids on an OpenSearch older than their features
+    (BASIC, _meta(dimension=None, inference={"bm25": "ep"}), "bridge"),
+    (ClusterInfo((2, 11, 0), "apache-2.0", True, "opensearch"), _meta(hybrid={"normalization": "min_max"}),
+     "bridge"),
+    (ClusterInfo((2, 15, 0), "apache-2.0", True, "opensearch"),
+     _meta(hybrid={"normalization": "min_max"}, search_pipeline="p"), "rerank"),
+    (TRIAL, _meta(dimension=None), "bridge"),
+])
+def test_the_suggested_mode_is_the_first_ready_by_the_modes_own_rules(cluster, meta, expected):
+    """``IndexMeta.suggested_mode`` reads ``ModeSpec.unavailable``: the mode ``es search`` runs without
+    ``--mode`` is one that this cluster runs on this index, never one ``make_mode`` would refuse."""
+    assert meta.suggested_mode(cluster) == expected
+    assert mode_spec(expected).unavailable(cluster, meta) is None

@@ -22,6 +22,7 @@ import pytest
 from opensearch_apply import apply
 
 from es_plugin_bridge.data.spec import read_spec
+from es_plugin_bridge.text.sidecar_text import rerank_text
 
 ROOT = Path(__file__).resolve().parents[2]
 OPENSEARCH = ROOT / "mappings" / "opensearch"
@@ -83,8 +84,7 @@ def test_the_rerank_context_is_one_field_holding_title_and_body():
     """neural-search's ``DocumentContextSourceFetcher.fetchContext`` (src/main/java/org/opensearch/
     neuralsearch/processor/rerank/context/DocumentContextSourceFetcher.java) appends the listed fields of
     a hit with no separator, and ``""`` for a field the hit lacks: so one field, written at index time
-    as Elasticsearch's native mode writes it (``mappings.rerank_text``: title, then the HTML body)."""
-    from es_plugin_bridge.elastic import mappings
+    as Elasticsearch's native mode writes it (``rerank_text``: title, then the HTML body)."""
 
     (processor,) = apply.render("search-pipeline.json", **VALUES)["response_processors"]
     assert processor["rerank"]["context"]["document_fields"] == [apply.RERANK_FIELD] == ["rerank_text"]
@@ -95,7 +95,7 @@ def test_the_rerank_context_is_one_field_holding_title_and_body():
     assert len(with_body) > 100
     for q in questions:
         doc = apply.question_document(q)
-        assert doc["rerank_text"] == mappings.rerank_text(q) and doc["title"] == q.title
+        assert doc["rerank_text"] == rerank_text(q) and doc["title"] == q.title
     assert all(q.body.strip()[:20] in apply.question_document(q)["rerank_text"] for q in with_body[:50])
 
 

@@ -19,9 +19,9 @@ from live_sidecar import post, serve
 
 from es_plugin_bridge.data.questions import question_from_text
 from es_plugin_bridge.data.spec import read_spec
-from es_plugin_bridge.elastic import mappings
 from es_plugin_bridge.elastic.queries import first_stage_query
 from es_plugin_bridge.text import Preprocessor
+from es_plugin_bridge.text.sidecar_text import rerank_text
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
@@ -79,7 +79,7 @@ def test_mode_rerank_is_the_sidecars_order_of_the_first_stage_window(indexed, op
     assert result["reranked"] is True and result["fallback_reason"] is None
     window = _window(opensearch, query, 30)
     status, direct = post(f"{indexed}/v1/rerank", {
-        "query": mappings.rerank_text(question_from_text(query)),
+        "query": rerank_text(question_from_text(query)),
         "documents": [h["_source"]["rerank_text"] for h in window]}, TOKEN)
     assert status == 200, direct
     expected = [(window[r["index"]]["_id"], r["relevance_score"]) for r in direct["results"]][:10]

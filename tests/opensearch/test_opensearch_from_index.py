@@ -10,7 +10,7 @@ What holds, and why it must:
 
 - the copy holds every question under its ``qid``, each with the sidecar's own vector and BOW terms for
   its ``rerank_text`` (:data:`es_commands.VECTOR_TOLERANCE`), and ``rerank_text`` is the product's own
-  string (the Painless script restates ``mappings.rerank_text``); their index is not touched;
+  string (the Painless script restates ``rerank_text``); their index is not touched;
 - in place, their documents and ``_meta`` stay and gain the same fields. Their index is not a k-NN
   index and ``index.knn`` is static (k-NN 2.19.1 ``KNNSettings``: ``IndexScope``, no ``Dynamic``), so the
   vector is added as the k-NN plugin's flat ``knn_vector`` (``FlatVectorFieldMapper``: no method, no

@@ -35,12 +35,12 @@ from recording_proxy import recording
 from es_plugin_bridge.core.features import bow_features
 from es_plugin_bridge.data.questions import question_from_text
 from es_plugin_bridge.data.spec import read_spec
-from es_plugin_bridge.elastic import mappings
 from es_plugin_bridge.elastic.modes import mode_spec
 from es_plugin_bridge.elastic.parity import in_process_ranker
 from es_plugin_bridge.evaluation.retrieval import duplicate_queries
 from es_plugin_bridge.rankers import RankerContext, TokenCache
 from es_plugin_bridge.text import Preprocessor
+from es_plugin_bridge.text.sidecar_text import rerank_text
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
@@ -157,13 +157,13 @@ def test_setup_maps_a_lucene_knn_vector_and_index_stores_what_the_sidecar_embeds
     assert settings["knn"] == "true" and settings["number_of_shards"] == "1"
     questions = list(read_spec(world.spec).questions.values())
     sample = questions[:: max(1, len(questions) // 12)]
-    status, answer = post(f"{url}/v1/encode", {"texts": [mappings.rerank_text(q) for q in sample]}, TOKEN)
+    status, answer = post(f"{url}/v1/encode", {"texts": [rerank_text(q) for q in sample]}, TOKEN)
     assert status == 200, answer
     for question, embedding in zip(sample, answer["embeddings"], strict=True):
         stored = opensearch.ok("GET", f"/{world.index}/_doc/{question.id}")["_source"]
         assert stored["vector"] == pytest.approx(embedding["vector"], abs=1e-6)
         assert stored.get("bow", {}) == pytest.approx(bow_features(embedding["terms"]), abs=1e-9)
-        assert stored["rerank_text"] == mappings.rerank_text(question)
+        assert stored["rerank_text"] == rerank_text(question)
 
 
 def test_the_bodies_sent_are_the_k_nn_plugins(world, opensearch, sidecar, cli):

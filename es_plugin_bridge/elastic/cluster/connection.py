@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from es_plugin_bridge.defaults import DEFAULT_ES_URL
 from es_plugin_bridge.elastic.cluster.dialect import (
     ELASTICSEARCH,
     OPENSEARCH,
@@ -30,7 +31,6 @@ from es_plugin_bridge.elastic.cluster.dialect import (
 from es_plugin_bridge.elastic.cluster.engine_errors import reason_of
 from es_plugin_bridge.errors import UserError
 
-DEFAULT_URL = "http://localhost:9200"
 T = TypeVar("T")
 #: The client's first release with ``elasticsearch.dsl`` (typed queries, used by every request body).
 MIN_CLIENT = (8, 18)
@@ -85,7 +85,7 @@ def check_client_version(cluster_major: int, client: tuple[int, int, int] | None
 class Connection:
     """Where the cluster is and how to authenticate (API key, or username and password)."""
 
-    url: str = DEFAULT_URL
+    url: str = DEFAULT_ES_URL
     api_key: str | None = None
     username: str | None = None
     password: str | None = None
@@ -93,22 +93,6 @@ class Connection:
     timeout: float = 30.0
     #: The engine the user chose (``--engine opensearch``), named in errors before ``GET /`` answers.
     engine_name: str | None = None
-
-    @classmethod
-    def from_env(cls, **given: Any) -> Connection:
-        """Options given explicitly win; the rest come from ``ESRERANK_ES_*`` variables."""
-        env = {
-            "url": "ESRERANK_ES_URL",
-            "api_key": "ESRERANK_ES_API_KEY",
-            "username": "ESRERANK_ES_USERNAME",
-            "password": "ESRERANK_ES_PASSWORD",
-            "ca_certs": "ESRERANK_ES_CA_CERTS",
-        }
-        values = {key: given.get(key) or os.environ.get(var) or None for key, var in env.items()}
-        values["url"] = values["url"] or DEFAULT_URL
-        if given.get("timeout") is not None:
-            values["timeout"] = given["timeout"]
-        return cls(**values)
 
     @property
     def urls(self) -> list[str]:
@@ -333,69 +317,8 @@ class ClusterInfo:
         order (MISSING, TRIAL, BASIC, STANDARD, GOLD, PLATINUM, ENTERPRISE): platinum is not enough."""
         return self.licence_active and self.licence in ENTERPRISE_LICENCES
 
-    def require(self, mode: str) -> None:
-        """UserError naming the version or licence a mode needs when this cluster lacks it."""
-        from es_plugin_bridge.elastic.modes import mode_names
-
-        if name_is_mode(mode) and mode not in mode_names(self.engine):
-            raise UserError(f"mode {mode} does not run on {self.name}; its modes: "
-                            f"{', '.join(mode_names(self.engine))}")
-        need = requirements(mode, self.engine)
-        version = need.get("version")
-        if version is not None and not _version_ok(self.version, version):
-            raise UserError(
-                f"mode {mode} needs {self.name.split()[0]} {need['version_text']}; this cluster is "
-                f"{self.version_text}"
-            )
-        if need.get("licence") and not self.paid:
-            raise UserError(
-                f"mode {mode} needs an enterprise or trial licence ({need['why']}); this cluster "
-                f"has {self.licence!r}{'' if self.licence_active else ' (expired)'}. Start a trial "
-                "(POST _license/start_trial?acknowledge=true) or use --mode vectors or bridge"
-            )
-
-
-def _version_ok(have: tuple[int, int, int], need: dict[int, tuple[int, int]]) -> bool:
-    """``need`` maps a major version to its first minor with the feature (8 → 19, 9 → 1)."""
-    major = have[0]
-    if major > max(need):
-        return True
-    return major in need and have[1:] >= (need[major][1], 0)
-
 
 ENTERPRISE_LICENCES = frozenset({"trial", "enterprise"})
-
-#: What the two features that are not modes need; a mode's own needs are in its registry entry
-#: (``es_plugin_bridge.elastic.modes``), read by :func:`requirements`.
-FEATURE_REQUIREMENTS: dict[str, dict[str, Any]] = {
-    # allow_rerank_failures on text_similarity_reranker: 8.19 / 9.1 (TextSimilarityRankRetrieverBuilder)
-    "native-allow-failures": {
-        "version": {8: (8, 19), 9: (9, 1)},
-        "version_text": "8.19+ or 9.1+ (for allow_rerank_failures)",
-    },
-    # rescorer retriever (8.18/9.0) over a linear retriever (8.18/9.0): the one-call variant.
-    "vectors-retriever": {
-        "version": {8: (8, 18), 9: (9, 0)},
-        "version_text": "8.18+ or 9.0+",
-        "licence": True,
-        "why": "the linear retriever",
-    },
-}
-
-
-def name_is_mode(name: str) -> bool:
-    return name not in FEATURE_REQUIREMENTS
-
-
-def requirements(name: str, engine: str = ELASTICSEARCH) -> Mapping[str, Any]:
-    """What a mode (from its registry entry, for ``engine``) or a feature (Elasticsearch's) needs of the
-    cluster."""
-    if name in FEATURE_REQUIREMENTS:
-        return FEATURE_REQUIREMENTS[name]
-    from es_plugin_bridge.elastic.modes import mode_spec
-
-    return mode_spec(name).requirements(engine)
-
 
 def _root_document(client: Any) -> dict[str, Any]:
     """``GET /`` through the transport with ``Accept: application/json`` (or the answer the client's

@@ -17,11 +17,11 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from es_plugin_bridge.bridge.sidecar_client import EmbedError
 from es_plugin_bridge.bridge.sidecar_target import SidecarTarget
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.elastic import opensearch_dsl
 from es_plugin_bridge.elastic.cluster.connection import ClusterInfo, call
-from es_plugin_bridge.elastic.sidecar_embedder import EmbedError
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.text.sidecar_text import model_part, query_refusal
 
@@ -33,8 +33,9 @@ if TYPE_CHECKING:
 class ModeOptions:
     """What every mode's builder receives beside its first stage and the index meta, one value for all
     (``modes.ModeSpec.builder``): the window reranked, the sidecar, the cluster (its version, licence
-    and engine), whether a failed rerank may fall back (native) and how vectors are searched (``exact``
-    script_score or approximate ``hnsw`` knn; hybrid modes)."""
+    and engine), whether a failed rerank may fall back (native), how vectors are searched (``exact``
+    script_score or approximate ``hnsw`` knn; hybrid modes) and any
+    other option a mode declares (``extra``)."""
 
     window: int
     sidecar: SidecarTarget
@@ -43,6 +44,8 @@ class ModeOptions:
     #: None: the mode's own default (learned-hybrid: HNSW wherever the index has a graph,
     #: ``IndexMeta.default_knn``; hybrid, hybrid-rrf: exact, their in-process order)
     knn: str | None = None
+    #: the values of a mode's own CLI options that are no field here (``ModeSpec.options``), by ``dest``
+    extra: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass

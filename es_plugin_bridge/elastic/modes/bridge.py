@@ -55,6 +55,6 @@ def build_bridge(stage: ElasticsearchFirstStage, meta: IndexMeta, options: ModeO
 register_mode(ModeSpec(
     "bridge", build_bridge,
     "the client calls the sidecar on the first-stage window",
-    engines=("elasticsearch", "opensearch"), order=2,
+    engines=("elasticsearch", "opensearch"), order=2, suggest=4,
     sidecar="the client (`/v1/rerank` on the first-stage window); first-stage order, marked not reranked "
             "with the reason, when the sidecar is slow or down"))

@@ -60,13 +60,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from es_plugin_bridge.bridge.sidecar_client import SidecarClient
+from es_plugin_bridge.core.direction import has_direction
 from es_plugin_bridge.core.fusion import minmax
 from es_plugin_bridge.elastic import queries
 from es_plugin_bridge.elastic.cluster.connection import ClusterInfo, call
 from es_plugin_bridge.elastic.cluster.dialect import display_name, engine_of_client
 from es_plugin_bridge.elastic.cluster.engine_errors import answering_node, reason_of
-from es_plugin_bridge.elastic.mappings import rerank_text
-from es_plugin_bridge.elastic.modes import ModeSpec, register_mode
+from es_plugin_bridge.elastic.modes import ModeOption, ModeSpec, register_mode
 from es_plugin_bridge.elastic.modes.base import Ask, Mode, ModeOptions, ModeResult, hits_of
 from es_plugin_bridge.elastic.queries import (
     FIRST_STAGE_NAME,
@@ -78,9 +79,8 @@ from es_plugin_bridge.elastic.queries import (
     rrf_retriever,
     union_search,
 )
-from es_plugin_bridge.elastic.sidecar_embedder import SidecarEmbedder
 from es_plugin_bridge.errors import UserError
-from es_plugin_bridge.text.sidecar_text import model_part
+from es_plugin_bridge.text.sidecar_text import model_part, rerank_text
 
 if TYPE_CHECKING:
     from es_plugin_bridge.elastic.engine import ElasticsearchFirstStage
@@ -90,11 +90,15 @@ Body = dict[str, Any]
 Hits = list[tuple[str, float]]
 
 KNN_METHODS = ("exact", "hnsw")
+#: ``--knn``, declared here for the modes that search the vectors' window (``es search`` reads it from
+#: the registry).
+KNN_OPTION = ModeOption(
+    "--knn", "knn", choices=KNN_METHODS,
+    help="Vector modes: the vectors' top window by approximate HNSW knn or exact script_score (the "
+    "in-process order; cost grows with the index). Default: hnsw for learned-hybrid (es search's default "
+    "mode) wherever the index has a graph (cosine models); exact for hybrid and hybrid-rrf.")
 #: The ``rrf`` retriever's first GA release; before it (or without enterprise) the client fuses.
 RRF_RETRIEVER_SINCE = (8, 16, 0)
-def has_direction(vector: Sequence[float]) -> bool:
-    """Whether a query vector can be searched under cosine (a zero vector has no direction)."""
-    return any(float(x) != 0.0 for x in vector)
 
 
 def first_stage_score(hit: Mapping[str, Any], name: str = FIRST_STAGE_NAME) -> float:
@@ -193,7 +197,7 @@ class _WindowsMode(Mode):
         stage: ElasticsearchFirstStage,
         beta: Mapping[str, float],
         window: int,
-        embedder: SidecarEmbedder,
+        embedder: SidecarClient,
         neural_similarity: str,
         knn: str = "exact",
     ) -> None:
@@ -299,7 +303,7 @@ class HybridRrfMode(_WindowsMode):
         stage: ElasticsearchFirstStage,
         beta: Mapping[str, float],
         window: int,
-        embedder: SidecarEmbedder,
+        embedder: SidecarClient,
         neural_similarity: str,
         knn: str = "exact",
         *,
@@ -347,7 +351,7 @@ def rrf_in_elasticsearch(cluster: ClusterInfo) -> bool:
 
 
 def _checked_embedder(mode: str, stage: ElasticsearchFirstStage, meta: IndexMeta,
-                      options: ModeOptions) -> SidecarEmbedder:
+                      options: ModeOptions) -> SidecarClient:
     """The query embedder of a hybrid mode, once the index, the model and ``--knn`` are checked to fit;
     UserError naming what the index or model lacks."""
     if options.knn is not None and options.knn not in KNN_METHODS:
@@ -362,7 +366,7 @@ def _checked_embedder(mode: str, stage: ElasticsearchFirstStage, meta: IndexMeta
                         "use --knn exact")
     if options.knn == "hnsw":
         num_candidates(options.window)  # refuses a window above Elasticsearch's cap, before any call
-    return SidecarEmbedder.reaching(options.sidecar)
+    return SidecarClient.reaching(options.sidecar)
 
 
 def build_hybrid(stage: ElasticsearchFirstStage, meta: IndexMeta, options: ModeOptions) -> Mode:
@@ -392,7 +396,7 @@ register_mode(ModeSpec(
         # SearchHit.toInnerXContent reads the URL parameter)
         "opensearch": {"version": {2: (2, 13)}, "version_text": "2.13+"},
     },
-    ranker="hybrid", order=3,
+    ranker="hybrid", order=3, suggest=2, options=(KNN_OPTION,),
     sidecar="the client, once per query (`/v1/encode`); candidates from the first stage **and** the "
             "vectors' window, scored with β inside the engine"))
 register_mode(ModeSpec(
@@ -401,6 +405,7 @@ register_mode(ModeSpec(
     # rrf retriever on enterprise/trial 8.16+, else (and on OpenSearch, which has no rrf retriever) the
     # client fuses the two windows: any licence
     engines=("elasticsearch", "opensearch"), needs_vectors=True, ranker="hybrid-rrf", order=4,
+    options=(KNN_OPTION,),
     sidecar="the client, once per query (`/v1/encode`); the same two windows merged by reciprocal rank",
     support={"elasticsearch": "any licence (the client fuses); the `rrf` retriever fuses in one call on "
                               "8.16+, enterprise or trial licence",

@@ -42,6 +42,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from es_plugin_bridge.bridge.sidecar_client import SidecarClient
+from es_plugin_bridge.core.direction import has_direction
 from es_plugin_bridge.core.hybrid_fusion import HybridFusion, fuse_lists, pipeline_body
 from es_plugin_bridge.elastic import opensearch_dsl, queries
 from es_plugin_bridge.elastic.cluster.connection import call
@@ -49,8 +51,7 @@ from es_plugin_bridge.elastic.linear_retriever import linear_retriever, linear_s
 from es_plugin_bridge.elastic.mappings import VECTOR_FIELD
 from es_plugin_bridge.elastic.modes import ModeSpec, register_mode
 from es_plugin_bridge.elastic.modes.base import Ask, Mode, ModeOptions, ModeResult, hits_of
-from es_plugin_bridge.elastic.modes.hybrid import KNN_METHODS, HybridMode, has_direction
-from es_plugin_bridge.elastic.sidecar_embedder import SidecarEmbedder
+from es_plugin_bridge.elastic.modes.hybrid import KNN_METHODS, KNN_OPTION, HybridMode
 from es_plugin_bridge.errors import UserError
 
 if TYPE_CHECKING:
@@ -84,7 +85,7 @@ class LearnedHybridMode(Mode):
 
     name = "learned-hybrid"
 
-    def __init__(self, stage: ElasticsearchFirstStage, fusion: HybridFusion, embedder: SidecarEmbedder,
+    def __init__(self, stage: ElasticsearchFirstStage, fusion: HybridFusion, embedder: SidecarClient,
                  neural_similarity: str, knn: str, *, opensearch: bool,
                  vector_model: str | None = None, linear: bool = False, shards: int = 1) -> None:
         super().__init__(stage, {}, fusion.window)
@@ -164,25 +165,30 @@ def build_learned_hybrid(stage: ElasticsearchFirstStage, meta: IndexMeta, option
     if meta.dimension is None:
         raise UserError(f"mode learned-hybrid searches the model's vectors; index {stage.index} holds none "
                         f"({meta.no_vectors_reason})")
-    if meta.hybrid is None:
-        raise UserError(f"index {stage.index} was set up with a model that records no learned hybrid: run "
-                        "`esrerank fit-hybrid MODEL_DIR --dev ... --corpus ...`, then `es setup` again")
     knn = options.knn or meta.default_knn
     if knn not in KNN_METHODS:
         raise UserError(f"unknown --knn {knn!r} (choose from {', '.join(KNN_METHODS)})")
     if knn == "hnsw" and meta.hnsw_off_reason is not None:
         raise UserError(f"--knn hnsw cannot search index {stage.index}: {meta.hnsw_off_reason}; "
                         "use --knn exact")
-    fusion = HybridFusion(**meta.hybrid)
+    fusion = HybridFusion(**(meta.hybrid or {}))  # learned_hybrid_rule checked it
     if fusion.first_stage != stage.similarity:
         fusion = fusion.model_copy(update={"first_stage": stage.similarity})
     cluster = options.cluster
     linear = (not cluster.is_opensearch and fusion.combination == "arithmetic_mean"
               and linear_supported(tuple(cluster.version), bool(cluster.paid), fusion.normalization))
-    return LearnedHybridMode(stage, fusion, SidecarEmbedder.reaching(options.sidecar), meta.neural_similarity,
+    return LearnedHybridMode(stage, fusion, SidecarClient.reaching(options.sidecar), meta.neural_similarity,
                              knn, opensearch=cluster.is_opensearch,
                              vector_model=meta.embedding.get("vector_model"), linear=linear,
                              shards=primary_shards(stage) if cluster.is_opensearch else 1)
+
+
+def learned_hybrid_rule(cluster: Any, meta: IndexMeta) -> str | None:
+    """The fusion the model's fit recorded, which the mode sends as the engine's pipeline."""
+    if meta.hybrid is not None:
+        return None
+    return ("the index was set up with a model that records no learned hybrid: run "
+            "`esrerank fit-hybrid MODEL_DIR --dev ... --corpus ...`, then `es setup` again")
 
 
 def primary_shards(stage: ElasticsearchFirstStage) -> int:
@@ -202,7 +208,7 @@ register_mode(ModeSpec(
         # the two windows' msearch (include_named_queries_score is not needed): any 8.x with knn
         "elasticsearch": {"version": {8: (8, 0), 9: (9, 0)}, "version_text": "8.0+"},
     },
-    ranker="learned-hybrid", order=-1,
+    ranker="learned-hybrid", order=-1, suggest=0, rule=learned_hybrid_rule, options=(KNN_OPTION,),
     sidecar="the client, once per query (`/v1/encode`), or OpenSearch itself (`neural` query, on an index "
             "set up with `--embed-at-ingest`); one search",
     support={"opensearch": "2.19+ with neural-search: one `hybrid` query, the fitted "

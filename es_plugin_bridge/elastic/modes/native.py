@@ -9,11 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 from es_plugin_bridge.elastic import queries
 from es_plugin_bridge.elastic.cluster.connection import ClusterInfo, call
-from es_plugin_bridge.elastic.mappings import rerank_text
-from es_plugin_bridge.elastic.modes import ModeSpec, register_mode
+from es_plugin_bridge.elastic.modes import ModeSpec, register_mode, require
 from es_plugin_bridge.elastic.modes.base import Ask, Mode, ModeOptions, ModeResult, hits_of
 from es_plugin_bridge.errors import UserError
-from es_plugin_bridge.text.sidecar_text import model_part
+from es_plugin_bridge.text.sidecar_text import model_part, rerank_text
 
 if TYPE_CHECKING:
     from es_plugin_bridge.elastic.engine import ElasticsearchFirstStage
@@ -70,9 +69,17 @@ def build_native(stage: ElasticsearchFirstStage, meta: IndexMeta, options: ModeO
             "`esrerank es setup` against a cluster that supports mode native"
         )
     if options.allow_rerank_failures:
-        options.cluster.require("native-allow-failures")
+        require(options.cluster, "native-allow-failures")
     return NativeMode(stage, meta.beta(stage.similarity), options.window, endpoint,
                       options.allow_rerank_failures)
+
+
+def native_rule(cluster: ClusterInfo, meta: IndexMeta) -> str | None:
+    """The inference endpoints ``es setup`` registered (one per first stage; the builder picks its own)."""
+    if meta.inference:
+        return None
+    return ("the index has no inference endpoint; run `esrerank es setup` against a cluster that supports "
+            "mode native")
 
 
 def prepare_native(client: Any, index: str, meta: IndexMeta, sidecar_url: str, token: str | None,
@@ -99,5 +106,5 @@ register_mode(ModeSpec(
     requires={"elasticsearch": {"version": {8: (8, 19), 9: (9, 1)}, "version_text": "8.19+ or 9.1+",
                                 "licence": True,
                                 "why": "the custom inference service and text_similarity_reranker"}},
-    prepare=prepare_native, order=0,
+    prepare=prepare_native, rule=native_rule, order=0, suggest=3,
     sidecar="Elasticsearch, through a `custom` inference endpoint (`/v1/rerank?score=linear`)"))

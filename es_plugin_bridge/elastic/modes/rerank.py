@@ -19,12 +19,11 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from es_plugin_bridge.elastic import queries
 from es_plugin_bridge.elastic.cluster.connection import ClusterInfo, call
-from es_plugin_bridge.elastic.mappings import RERANK_FIELD, rerank_text
+from es_plugin_bridge.elastic.mappings import RERANK_FIELD
 from es_plugin_bridge.elastic.modes import ModeSpec, register_mode
 from es_plugin_bridge.elastic.modes.base import Ask, Mode, ModeOptions, ModeResult, hits_of
 from es_plugin_bridge.elastic.opensearch_ml import (
@@ -34,9 +33,8 @@ from es_plugin_bridge.elastic.opensearch_ml import (
     trust,
     url_regex,
 )
-from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.request_deadline import HEADER, header_value
-from es_plugin_bridge.text.sidecar_text import model_part
+from es_plugin_bridge.text.sidecar_text import model_part, rerank_text
 
 if TYPE_CHECKING:
     from es_plugin_bridge.elastic.engine import ElasticsearchFirstStage
@@ -104,23 +102,6 @@ def register_rerank(client: Any, index: str, sidecar_url: str, token: str | None
     return {"connector_id": connector_id, "model_id": model_id, "search_pipeline": pipeline}
 
 
-def unregister_rerank(client: Any, registered: Mapping[str, str]) -> None:
-    """Remove what :func:`register_rerank` made (a run's own): the pipeline, the model, the connector.
-    Best effort: a cluster that refuses leaves them, and the run's result stands."""
-    from opensearchpy.exceptions import TransportError
-
-    ml = client.raw.plugins.ml
-    steps = [(client.raw.search_pipeline.delete, {"id": registered["search_pipeline"]}),
-             (ml.undeploy_model, {"model_id": registered["model_id"]}),
-             (ml.delete_model, {"model_id": registered["model_id"]}),
-             (ml.delete_connector, {"connector_id": registered["connector_id"]})]
-    for fn, kwargs in steps:
-        try:
-            fn(**kwargs)
-        except TransportError:
-            continue
-
-
 class RerankMode(Mode):
     """OpenSearch's ``rerank`` processor reorders the first stage's window by the sidecar's scores."""
 
@@ -153,11 +134,14 @@ class RerankMode(Mode):
 
 def build_rerank(stage: ElasticsearchFirstStage, meta: IndexMeta, options: ModeOptions) -> Mode:
     """Mode ``rerank``'s registry builder: the search pipeline ``es setup`` put for the index."""
-    pipeline = meta.search_pipeline
-    if not pipeline:
-        raise UserError(f"index {stage.index} has no rerank search pipeline; run `esrerank es setup` "
-                        "against this OpenSearch cluster")
-    return RerankMode(stage, options.window, pipeline)
+    return RerankMode(stage, options.window, str(meta.search_pipeline))  # rerank_rule checked it
+
+
+def rerank_rule(cluster: ClusterInfo, meta: IndexMeta) -> str | None:
+    """The search pipeline ``es setup`` put for the index, which the mode names in every search."""
+    if meta.search_pipeline:
+        return None
+    return "the index has no rerank search pipeline; run `esrerank es setup` against this OpenSearch cluster"
 
 
 def prepare_rerank(client: Any, index: str, meta: IndexMeta, sidecar_url: str, token: str | None,
@@ -187,6 +171,6 @@ register_mode(ModeSpec(
     engines=("opensearch",),
     # plugins.ml_commons.connector.private_ip_enabled (a sidecar on a private address): 2.15
     requires={"opensearch": {"version": {2: (2, 15)}, "version_text": "2.15+"}}, ranker="model", order=5,
-    prepare=prepare_rerank,
+    suggest=1, prepare=prepare_rerank, rule=rerank_rule,
     sidecar="OpenSearch, through the search pipeline's `rerank` processor and an ml-commons connector "
             "(`/v1/rerank`)"))

@@ -9,10 +9,10 @@ import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from es_plugin_bridge.bridge.sidecar_client import SidecarClient
 from es_plugin_bridge.elastic import queries
 from es_plugin_bridge.elastic.modes import ModeSpec, register_mode
 from es_plugin_bridge.elastic.modes.base import Ask, Mode, ModeOptions, ModeResult, hits_of
-from es_plugin_bridge.elastic.sidecar_embedder import SidecarEmbedder
 from es_plugin_bridge.errors import UserError
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ class VectorsMode(Mode):
         stage: ElasticsearchFirstStage,
         beta: Mapping[str, float],
         window: int,
-        embedder: SidecarEmbedder,
+        embedder: SidecarClient,
         neural_similarity: str,
         one_call: bool,
     ) -> None:
@@ -84,7 +84,7 @@ def build_vectors(stage: ElasticsearchFirstStage, meta: IndexMeta, options: Mode
     """One call where the cluster has the ``linear`` and ``rescorer`` retrievers, else two."""
     if meta.dimension is None:
         raise UserError(f"index {stage.index} holds no vectors (it was set up without a model)")
-    embedder = SidecarEmbedder.reaching(options.sidecar)
+    embedder = SidecarClient.reaching(options.sidecar)
     # OpenSearch has no linear or rescorer retriever: the two calls (query, then query + rescore)
     cluster = options.cluster
     one_call = not cluster.is_opensearch and cluster.paid and cluster.version >= (8, 18, 0)
