@@ -290,10 +290,10 @@ def test_with_a_shard_missing_every_mode_fails_in_one_line_naming_it_sent_once(o
             for mode in MODES:
                 searcher = open_searcher(es_url, index, mode, url, TOKEN, es_timeout=ES_TIMEOUT_S,
                                          sidecar_timeout=ES_TIMEOUT_S, window=50)
-                before = len(one.requests) + len(two.requests)
+                before = (len(one.requests), len(two.requests))
                 with pytest.raises(UserError) as err:
                     search_once(searcher, queries[0])
-                sent = [r for r in (one.requests + two.requests)[before:]
+                sent = [r for r in one.requests[before[0]:] + two.requests[before[1]:]
                         if r[1].endswith(("/_search", "/_msearch"))]
                 failures[mode] = (str(err.value), len(sent))
         answering = {one.url.split("://")[1], two.url.split("://")[1]}
