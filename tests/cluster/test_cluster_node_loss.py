@@ -283,6 +283,11 @@ def test_with_a_shard_missing_every_mode_fails_in_one_line_naming_it_sent_once(o
     live = [i for i in range(3) if i != killed]
     cluster_nodes.kill_node(opensearch_cluster.root, killed)
     try:
+        # Once the cluster manager has removed the node, the shard has no copy (red). Before that, a search
+        # reaching the dead copy fails with a transport error and is sent once more (``lost_copy``: another
+        # copy may answer), which is the node-left-mid-search case, not this one.
+        opensearch_cluster.nodes[live[0]].ok(
+            "GET", f"/_cluster/health/{index}?wait_for_nodes=2&timeout=120s")
         with recording(opensearch_cluster.nodes[live[0]].url) as one, \
                 recording(opensearch_cluster.nodes[live[1]].url) as two:
             es_url = ",".join([opensearch_cluster.nodes[killed].url, one.url, two.url])
