@@ -490,8 +490,8 @@ def open_system(es: str, sidecar_url: str, mode: str | None, knn: str, window: i
     from es_plugin_bridge.elastic.cluster.connection import Connection
     from es_plugin_bridge.elastic.modes.factory import open_mode
 
-    client = Connection(url=es, timeout=es_timeout).client()
-    searcher = open_mode(client, SERVING_INDEX, mode or "bridge", "bm25", window=window,
+    cluster = Connection(url=es, timeout=es_timeout).open()
+    searcher = open_mode(cluster, SERVING_INDEX, mode or "bridge", "bm25", window=window,
                          sidecar=SidecarTarget(sidecar_url, None, 10.0), knn=knn)
     if mode is None:
         return lambda q: searcher.stage.search(q, 10)

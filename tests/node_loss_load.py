@@ -108,8 +108,8 @@ def open_searcher(es_url: str, index: str, mode: str, sidecar_url: str, token: s
     from es_plugin_bridge.elastic.cluster.connection import Connection
     from es_plugin_bridge.elastic.modes.factory import open_mode
 
-    client = Connection(url=es_url, timeout=es_timeout).client()
-    return open_mode(client, index, mode, "bm25", window=window,
+    cluster = Connection(url=es_url, timeout=es_timeout).open()
+    return open_mode(cluster, index, mode, "bm25", window=window,
                      sidecar=SidecarTarget(sidecar_url, token, sidecar_timeout))
 
 

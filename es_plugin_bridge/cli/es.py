@@ -280,8 +280,7 @@ def search_command(
     text = query_text(query)
     if not text.strip():
         raise UserError("the query is empty")
-    client = pop_connection(conn).client()
-    searcher = open_mode(client, index_name, mode, first_stage, window=window,
+    searcher = open_mode(pop_connection(conn).open(), index_name, mode, first_stage, window=window,
                          sidecar=sidecar_target(sidecar_url, token, timeout, sidecar_ca_certs),
                          allow_rerank_failures=allow_rerank_failures, **mode_options,
                          global_statistics=not shard_statistics)

@@ -10,13 +10,16 @@ who reaches the node (issue 48, item 1). The cure is to scope it: this cluster g
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from es_plugin_bridge.elastic.cluster.search_client import SearchClient
 
 #: The component name ``_cat/plugins`` lists for OpenSearch's security plugin.
 SECURITY_PLUGIN = "opensearch-security"
 
 
-def has_security(client: Any) -> bool | None:
+def has_security(client: SearchClient) -> bool | None:
     """Whether any node lists the security plugin (``GET _cat/plugins``); None when that cannot be read."""
     try:  # the opensearch-py client itself (``OpenSearchClient.raw``): _cat has no Elasticsearch twin here
         rows = getattr(client, "raw", client).cat.plugins(format="json")
@@ -25,7 +28,7 @@ def has_security(client: Any) -> bool | None:
     return any(isinstance(row, dict) and row.get("component") == SECURITY_PLUGIN for row in rows or [])
 
 
-def unsecured_line(client: Any, cluster: str, token: str | None) -> str | None:
+def unsecured_line(client: SearchClient, cluster: str, token: str | None) -> str | None:
     """One warning line when ``token`` is stored in a cluster without the security plugin, else None."""
     if not token or has_security(client) is not False:
         return None

@@ -12,19 +12,23 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from es_plugin_bridge.data.types import Question
-from es_plugin_bridge.elastic import mappings, opensearch_dsl
+from es_plugin_bridge.elastic import mappings
 from es_plugin_bridge.elastic.cluster.connection import call
+from es_plugin_bridge.elastic.cluster.dialect import has_knn_plugin
 from es_plugin_bridge.elastic.cluster.shards import search_type as search_type_for
 from es_plugin_bridge.elastic.queries import first_stage_query
 from es_plugin_bridge.engines.base import Hits, Tokens
 from es_plugin_bridge.engines.registry import EngineContext
 from es_plugin_bridge.engines.similarities import SIMILARITIES, make_similarity
 from es_plugin_bridge.errors import UserError
+
+if TYPE_CHECKING:
+    from es_plugin_bridge.elastic.cluster.search_client import SearchClient
 
 __all__ = ["ElasticsearchEngine", "ElasticsearchFirstStage", "Tokens", "open_engine"]
 
@@ -34,7 +38,7 @@ class ElasticsearchFirstStage:
 
     def __init__(
         self,
-        client: Any,
+        client: SearchClient,
         index: str,
         similarity: str,
         tokens: Tokens,
@@ -133,7 +137,7 @@ class ElasticsearchEngine:
 
     def __init__(
         self,
-        client: Any,
+        client: SearchClient,
         index: str,
         tokens: Tokens,
         *,
@@ -174,7 +178,7 @@ class ElasticsearchEngine:
             neural_similarity=self.neural_similarity,
             params=self.params,
             meta=self.meta,
-            knn_plugin=opensearch_dsl.is_opensearch(self.client),  # OpenSearch: a knn_vector
+            knn_plugin=has_knn_plugin(self.client),  # OpenSearch: a knn_vector
             shards=self.shards,
             replicas=self.replicas,
         )
@@ -280,7 +284,7 @@ def open_engine(context: EngineContext) -> ElasticsearchEngine:
 
 
 @contextmanager
-def _deleted_after(client: Any, index: str) -> Iterator[None]:
+def _deleted_after(client: SearchClient, index: str) -> Iterator[None]:
     """Delete a run's index on the way out; on the way out of an error, that error is the one reported."""
     failed = True
     try:

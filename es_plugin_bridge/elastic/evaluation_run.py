@@ -15,7 +15,7 @@ import uuid
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from es_plugin_bridge.bridge.sidecar_target import SidecarTarget
 from es_plugin_bridge.elastic.cluster.connection import ClusterInfo, call
@@ -23,6 +23,9 @@ from es_plugin_bridge.elastic.modes import require
 from es_plugin_bridge.elastic.run_cleanup import RunCleanup
 from es_plugin_bridge.elastic.setup import IndexMeta
 from es_plugin_bridge.errors import UserError
+
+if TYPE_CHECKING:
+    from es_plugin_bridge.elastic.cluster.search_client import SearchClient
 
 
 def computed_by(rankers: list[str], mode_ranker: str) -> dict[str, str]:
@@ -64,7 +67,6 @@ class EsEvaluationRun:
     def __call__(self, stack: ExitStack, params: Any, model_dir: Path | None, progress: bool) -> Any:
         """``(engine factory, ranker options, after-run step)`` for ``evaluation.task_run.run_task``."""
         from es_plugin_bridge.bridge.sidecar_client import SidecarClient
-        from es_plugin_bridge.elastic.cluster.connection import cluster_info
         from es_plugin_bridge.elastic.modes import mode_spec
         from es_plugin_bridge.elastic.modes.factory import refuse_without_vectors
         from es_plugin_bridge.elastic.request_count import counting
@@ -79,8 +81,8 @@ class EsEvaluationRun:
         meta = meta_for_model(model, check_sidecar(embedder, model), TextOptions())
         refuse_without_vectors(self.mode, meta)  # before any index or endpoint is made
         meta.beta(self.first_stage)
-        client = self.connection.client()
-        cluster = cluster_info(client)
+        opened = self.connection.open()
+        client, cluster = opened.client, opened.info
         require(cluster, self.mode)
         index = f"esrerank-eval-{uuid.uuid4().hex[:10]}"
         cleanup = stack.enter_context(RunCleanup(self.connection.url))
@@ -126,7 +128,8 @@ class EsEvaluationRun:
 
         return fused
 
-    def _after(self, result: Any, client: Any, cluster: ClusterInfo, index: str, made: list[Any]) -> None:
+    def _after(self, result: Any, client: SearchClient, cluster: ClusterInfo, index: str,
+               made: list[Any]) -> None:
         """Notes on the run (fallbacks, the cluster) and its per-query results in the results index."""
         from es_plugin_bridge.elastic.modes import mode_spec
         from es_plugin_bridge.elastic.results_index import index_results, results_documents, results_run_id

@@ -11,11 +11,14 @@ import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from es_plugin_bridge.bridge.sidecar_target import SidecarTarget
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.errors import UserError
+
+if TYPE_CHECKING:
+    from es_plugin_bridge.elastic.cluster.search_client import SearchClient
 
 
 @dataclass
@@ -31,7 +34,7 @@ class IndexRun:
         return bool(self.report.interrupted)
 
 
-def index_run(client: Any, index: str, questions: Sequence[Question], sidecar: SidecarTarget, *,
+def index_run(client: SearchClient, index: str, questions: Sequence[Question], sidecar: SidecarTarget, *,
               batch_size: int, resume: bool, max_retries: int, progress: bool,
               note: Callable[[str], None] = lambda line: None, vectors: Path | None = None,
               ahead: int = 1) -> IndexRun:
@@ -109,7 +112,7 @@ def _from_file(path: Path, meta: Any, index: str, note: Callable[[str], None]
     return functools.partial(vectors.embed, cosine=meta.neural_similarity == "cosine")
 
 
-def _refresh(client: Any, index: str) -> str | None:
+def _refresh(client: SearchClient, index: str) -> str | None:
     """Refresh ``index`` so searches see the run at once; why it could not (the cluster gone), or None:
     the run's report still stands, so a failed refresh must not replace it."""
     from es_plugin_bridge.elastic.cluster.connection import call

@@ -40,13 +40,17 @@ Read from the source of ml-commons 2.19.1.0 and neural-search 2.19.1.0 (the plug
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from es_plugin_bridge.elastic.ingest_pipeline import CLEAN_SCRIPT, text_processors
 from es_plugin_bridge.elastic.mappings import BOW_FIELD, RERANK_FIELD, VECTOR_FIELD
 from es_plugin_bridge.elastic.opensearch_ml import register_remote_model, request, trust, url_regex
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.request_deadline import HEADER, header_value
+
+if TYPE_CHECKING:
+    from es_plugin_bridge.elastic.cluster.opensearch_client import OpenSearchClient
+    from es_plugin_bridge.elastic.cluster.search_client import SearchClient
 
 EMBED_PATH = "/v1/encode"
 #: Texts per sidecar call (each processor's ``batch_size``): ``es index``'s own default batch.
@@ -144,7 +148,7 @@ def pipeline_id(index: str) -> str:
     return f"{index}-embed"
 
 
-def register_ingest_embedding(client: Any, index: str, sidecar_url: str, token: str | None,
+def register_ingest_embedding(client: OpenSearchClient, index: str, sidecar_url: str, token: str | None,
                               neural_similarity: str, *, title_field: str = "title", body_field: str = "body",
                               user_text: bool = False) -> dict[str, str]:
     """Trust ``/v1/encode``, register and deploy the ``vector`` and ``bow`` models, put the ingest
@@ -166,7 +170,8 @@ def register_ingest_embedding(client: Any, index: str, sidecar_url: str, token: 
     return {"pipeline": pipeline, "sidecar": sidecar_url.rstrip("/"), **ids}
 
 
-def _try_pipeline(client: Any, pipeline: str, index: str, sidecar_url: str, title_field: str = "title",
+def _try_pipeline(client: OpenSearchClient, pipeline: str, index: str, sidecar_url: str,
+                  title_field: str = "title",
                   body_field: str = "body") -> None:
     """``_simulate`` the pipeline on one question (in the title and body fields it reads, dotted paths
     nested); UserError naming the sidecar when it embeds nothing."""
@@ -189,13 +194,13 @@ def _try_pipeline(client: Any, pipeline: str, index: str, sidecar_url: str, titl
                         f"{EMBED_PATH} (ingest pipeline {pipeline}): {reason}")
 
 
-def ingest_stop_rule(client: Any) -> tuple[Any, Any]:
+def ingest_stop_rule(client: SearchClient) -> tuple[Any, Any]:
     """``(stop_on, explain)`` for ``index_questions`` when the index embeds at ingest: OpenSearch's rule
     (stop at the first batch its remote model could not embed, and say so in one line); Elasticsearch
     keeps the general retry rule (None, None)."""
-    from es_plugin_bridge.elastic.opensearch_dsl import is_opensearch
+    from es_plugin_bridge.elastic.cluster.dialect import for_client
 
-    return (sidecar_unreachable, failure_line) if is_opensearch(client) else (None, None)
+    return for_client(client, elasticsearch=(None, None), opensearch=(sidecar_unreachable, failure_line))
 
 
 def sidecar_unreachable(status: int | None, reason: str) -> str | None:

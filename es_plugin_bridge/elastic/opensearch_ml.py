@@ -25,10 +25,13 @@ import logging
 import re
 import time
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from es_plugin_bridge.elastic.cluster.connection import call
 from es_plugin_bridge.errors import UserError
+
+if TYPE_CHECKING:
+    from es_plugin_bridge.elastic.cluster.opensearch_client import OpenSearchClient
 
 log = logging.getLogger(__name__)
 
@@ -40,12 +43,12 @@ MASTER_KEY_TRIES = 3
 REDEPLOYS = 3
 
 
-def ml(client: Any) -> Any:
+def ml(client: OpenSearchClient) -> Any:
     """opensearch-py's ml-commons client (``plugins.ml``) of the product's OpenSearch client."""
     return client.raw.plugins.ml
 
 
-def request(client: Any, what: str, fn: Any, **kwargs: Any) -> dict[str, Any]:
+def request(client: OpenSearchClient, what: str, fn: Any, **kwargs: Any) -> dict[str, Any]:
     """One opensearch-py call, ``fn(**kwargs)``; a refusal is a one-line UserError saying ``what`` failed."""
     return call(what, fn, **kwargs)
 
@@ -55,7 +58,7 @@ def url_regex(sidecar_url: str, path: str) -> str:
     return "^" + re.escape(sidecar_url.rstrip("/") + path) + "$"
 
 
-def trusted_endpoints(client: Any) -> list[str]:
+def trusted_endpoints(client: OpenSearchClient) -> list[str]:
     """The URL patterns the cluster trusts now (persistent, else transient, else the node's default)."""
     settings = request(client, "reading the cluster settings", client.raw.cluster.get_settings,
                        include_defaults=True, flat_settings=True)
@@ -66,7 +69,7 @@ def trusted_endpoints(client: Any) -> list[str]:
     return []
 
 
-def trust(client: Any, patterns: Iterable[str]) -> None:
+def trust(client: OpenSearchClient, patterns: Iterable[str]) -> None:
     """Trust ``patterns`` beside the patterns the cluster trusts already; allow private addresses and
     remote models on a node without the ML role."""
     ours = list(dict.fromkeys(patterns))
@@ -76,7 +79,7 @@ def trust(client: Any, patterns: Iterable[str]) -> None:
         "plugins.ml_commons.only_run_on_ml_node": False}})
 
 
-def register_remote_model(client: Any, connector: Mapping[str, Any], name: str, description: str,
+def register_remote_model(client: OpenSearchClient, connector: Mapping[str, Any], name: str, description: str,
                           deploy_timeout: float = DEPLOY_SECONDS) -> tuple[str, str]:
     """Create the connector, register a ``remote`` model on it and wait until it is deployed:
     (connector id, model id)."""
@@ -89,7 +92,7 @@ def register_remote_model(client: Any, connector: Mapping[str, Any], name: str, 
     return str(created["connector_id"]), model_id
 
 
-def _first_write(client: Any, what: str, fn: Any, **kwargs: Any) -> dict[str, Any]:
+def _first_write(client: OpenSearchClient, what: str, fn: Any, **kwargs: Any) -> dict[str, Any]:
     """``request``, tried again (3 times, 2 s apart) while ml-commons answers that fetching its master key
     timed out: on a fresh cluster of several nodes the first connector can meet that while the key is
     being made (found on three 2.19.1 nodes); the next try finds it."""
@@ -103,7 +106,7 @@ def _first_write(client: Any, what: str, fn: Any, **kwargs: Any) -> dict[str, An
     raise AssertionError("unreachable")
 
 
-def wait_deployed(client: Any, registered: Mapping[str, Any], deadline: float) -> str:
+def wait_deployed(client: OpenSearchClient, registered: Mapping[str, Any], deadline: float) -> str:
     """The model id once ml-commons says ``DEPLOYED`` (the register task first, then the model).
 
     ``PARTIALLY_DEPLOYED`` (a node failed its share; on a fresh cluster of several nodes a node can time
@@ -142,12 +145,12 @@ def wait_deployed(client: Any, registered: Mapping[str, Any], deadline: float) -
         _check_deadline(deadline, f"model {model_id} is {state}")
 
 
-def _model_state(client: Any, model_id: str) -> str | None:
+def _model_state(client: OpenSearchClient, model_id: str) -> str | None:
     model = request(client, "waiting for the model", ml(client).get_model, model_id=model_id)
     return model.get("model_state")
 
 
-def _redeploy(client: Any, model_id: str, deadline: float) -> str:
+def _redeploy(client: OpenSearchClient, model_id: str, deadline: float) -> str:
     """Deploy ``model_id`` again and wait until that deployment's task ends and the model's state is
     written after it; returns the nodes' errors the task recorded ("" when none)."""
     started = request(client, f"deploying model {model_id} again", ml(client).deploy_model, model_id=model_id)

@@ -9,7 +9,7 @@ user's fields are checked.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from es_plugin_bridge.elastic import mappings
 from es_plugin_bridge.elastic.cluster.connection import ClusterInfo, call
@@ -29,6 +29,10 @@ from es_plugin_bridge.elastic.user_index import (
     in_place_properties,
 )
 from es_plugin_bridge.errors import UserError
+
+if TYPE_CHECKING:
+    from es_plugin_bridge.elastic.cluster.opensearch_client import OpenSearchClient
+    from es_plugin_bridge.elastic.cluster.search_client import SearchClient
 
 
 @dataclass
@@ -58,7 +62,7 @@ class FromIndex:
 
 
 def provision(
-    client: Any,
+    client: SearchClient,
     cluster: ClusterInfo,
     index: str,
     meta: IndexMeta,
@@ -115,7 +119,7 @@ def provision(
     return done
 
 
-def _user_source(client: Any, source: FromIndex | None, index: str,
+def _user_source(client: SearchClient, source: FromIndex | None, index: str,
                  meta: IndexMeta) -> tuple[SourceIndex | None, str, IndexMeta]:
     """``--from-index``: their index described, the index the product writes (theirs, in place) and the
     meta that records where the questions come from; in place only BM25 is offered (their similarity
@@ -129,7 +133,7 @@ def _user_source(client: Any, source: FromIndex | None, index: str,
     return theirs, index, replace(meta, source=theirs.as_meta(source.in_place))
 
 
-def _make_room(client: Any, index: str, in_place: SourceIndex | None, recreate: bool) -> None:
+def _make_room(client: SearchClient, index: str, in_place: SourceIndex | None, recreate: bool) -> None:
     """Before anything is registered: in place, refuse when their index already has a product field;
     else the new index must not exist (``--recreate`` deletes it)."""
     if in_place is not None:
@@ -179,7 +183,8 @@ ES_WRITTEN = ("native", "vectors", "hybrid", "learned-hybrid", "bridge")
 OPENSEARCH_WRITTEN = ("learned-hybrid", "vectors", "hybrid", "hybrid-rrf", "rerank", "bridge")
 
 
-def provision_opensearch(client: Any, cluster: ClusterInfo, index: str, meta: IndexMeta, *, sidecar: str,
+def provision_opensearch(client: OpenSearchClient, cluster: ClusterInfo, index: str, meta: IndexMeta, *,
+                         sidecar: str,
                          token: str | None, recreate: bool = False, no_vectors: bool = False,
                          embed_at_ingest: bool = False, source: FromIndex | None = None,
                          progress: bool = True, layout: IndexLayout = ONE_SHARD) -> Provisioned:
@@ -232,8 +237,8 @@ def provision_opensearch(client: Any, cluster: ClusterInfo, index: str, meta: In
     return done
 
 
-def _opensearch_pipeline(client: Any, index: str, meta: IndexMeta, sidecar: str, token: str | None,
-                         needed: bool) -> dict[str, str]:
+def _opensearch_pipeline(client: OpenSearchClient, index: str, meta: IndexMeta, sidecar: str,
+                         token: str | None, needed: bool) -> dict[str, str]:
     """The index's ingest pipeline when ``needed`` (embedding at ingest, or questions from the user's
     index): one that embeds through the sidecar, or, for a model without vectors, the scripts that fill
     ``text`` and ``rerank_text`` only; {} when not needed."""
@@ -326,7 +331,6 @@ def setup_index(connection: Any, model_dir: Any, index: str, sidecar: Any, *, si
         raise UserError("--shards and --replicas shape a new index; with --in-place your index keeps its own "
                         "(OpenSearch fixes number_of_shards when an index is created)")
     from es_plugin_bridge.bridge.sidecar_client import SidecarClient
-    from es_plugin_bridge.elastic.cluster.connection import cluster_info
     from es_plugin_bridge.elastic.setup import check_sidecar, meta_for_model
     from es_plugin_bridge.serving.model_dir import ModelDirectory
     from es_plugin_bridge.text import TextOptions
@@ -334,14 +338,12 @@ def setup_index(connection: Any, model_dir: Any, index: str, sidecar: Any, *, si
     model = ModelDirectory.load(model_dir)  # verifies the manifest before anything is created
     ready = check_sidecar(SidecarClient.reaching(sidecar, timeout=max(sidecar.timeout, 10.0)), model)
     meta = meta_for_model(model, ready, TextOptions())
-    client = connection.client()
-    cluster = cluster_info(client)
+    opened = connection.open()
+    client, cluster = opened.client, opened.info
     reached = sidecar_from_es or sidecar.url
-    if cluster.is_opensearch:
-        return provision_opensearch(client, cluster, index, meta, sidecar=reached, token=sidecar.token,
-                                    recreate=recreate, no_vectors=no_vectors, embed_at_ingest=embed_at_ingest,
-                                    source=source, progress=progress, layout=layout)
-    return provision(client, cluster, index, meta, sidecar_from_es=reached, token=sidecar.token,
-                     recreate=recreate, no_vectors=no_vectors, source=source, progress=progress,
-                     embed_at_ingest=embed_at_ingest, layout=layout)
+    options = {"token": sidecar.token, "recreate": recreate, "no_vectors": no_vectors, "source": source,
+               "progress": progress, "embed_at_ingest": embed_at_ingest, "layout": layout}
+    return cluster.for_engine(  # each engine registers what it runs its own way
+        elasticsearch=lambda: provision(client, cluster, index, meta, sidecar_from_es=reached, **options),
+        opensearch=lambda: provision_opensearch(client, cluster, index, meta, sidecar=reached, **options))()
 

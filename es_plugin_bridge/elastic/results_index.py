@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from es_plugin_bridge.errors import UserError
 
 if TYPE_CHECKING:
+    from es_plugin_bridge.elastic.cluster.search_client import SearchClient
     from es_plugin_bridge.evaluation.results import TaskResult
 
 RESULTS_INDEX_ENV = "ESRERANK_RESULTS_INDEX"
@@ -182,7 +183,7 @@ def results_doc_id(doc: Mapping[str, Any]) -> str:
     return f"{doc['run_id']}:{doc['ranker']}:{doc['query_id']}"
 
 
-def ensure_results_index(client: Any, index: str) -> bool:
+def ensure_results_index(client: SearchClient, index: str) -> bool:
     """Create the results index with ``RESULTS_MAPPING`` unless it exists; True when it was created."""
     if client.indices.exists(index=index):
         return False
@@ -191,7 +192,8 @@ def ensure_results_index(client: Any, index: str) -> bool:
     return True
 
 
-def index_results(client: Any, index: str, docs: Sequence[Mapping[str, Any]] | Iterable[Mapping[str, Any]],
+def index_results(client: SearchClient, index: str, docs: Sequence[Mapping[str,
+                  Any]] | Iterable[Mapping[str, Any]],
                   *, refresh: bool = True) -> tuple[int, list[dict[str, Any]]]:
     """Bulk-index ``docs`` (creating the index first when missing): ``(indexed, errors)``.
 

@@ -18,7 +18,7 @@ import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from es_plugin_bridge.bridge.sidecar_client import SidecarClient
 from es_plugin_bridge.core.fusion import FIRST_STAGES
@@ -26,6 +26,9 @@ from es_plugin_bridge.elastic.cluster.connection import ClusterInfo, call, es_er
 from es_plugin_bridge.elastic.modes import require
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.text import TextOptions
+
+if TYPE_CHECKING:
+    from es_plugin_bridge.elastic.cluster.search_client import SearchClient
 
 META_KEY = "esrerank"
 META_FORMAT = 1
@@ -208,7 +211,7 @@ class IndexMeta:
         return TextOptions.from_mapping(self.text, source="the index's _meta.esrerank.text")
 
 
-def read_meta(client: Any, index: str) -> IndexMeta:
+def read_meta(client: SearchClient, index: str) -> IndexMeta:
     """The index's ``_meta.esrerank``; UserError when the index is missing or not ours."""
     getter = client.options(ignore_status=404).indices.get_mapping
     answer = call(f"reading index {index}", getter, index=index)
@@ -259,7 +262,8 @@ def _manifest_of(model_dir: Any) -> str | None:
 
 
 def register_endpoints(
-    client: Any, index: str, meta: IndexMeta, sidecar_url: str, token: str | None, cluster: ClusterInfo
+    client: SearchClient, index: str, meta: IndexMeta, sidecar_url: str, token: str | None,
+    cluster: ClusterInfo,
 ) -> tuple[dict[str, str], str | None]:
     """Register one rerank endpoint per first stage with β; (ids, None) or ({}, why native is off).
 
@@ -280,7 +284,8 @@ def register_endpoints(
     return ids, None
 
 
-def _put_endpoint(client: Any, task_type: str, endpoint: str, body: dict[str, Any], sidecar_url: str) -> None:
+def _put_endpoint(client: SearchClient, task_type: str, endpoint: str, body: dict[str, Any],
+                  sidecar_url: str) -> None:
     """Replace endpoint ``endpoint`` by ``body``: Elasticsearch test-calls the sidecar before answering."""
     with es_errors(f"registering inference endpoint {endpoint} (Elasticsearch calls {sidecar_url})"):
         if client.options(ignore_status=404).inference.get(inference_id=endpoint).meta.status == 200:
@@ -291,7 +296,7 @@ def _put_endpoint(client: Any, task_type: str, endpoint: str, body: dict[str, An
 
 
 def register_embedding(
-    client: Any,
+    client: SearchClient,
     index: str,
     meta: IndexMeta,
     sidecar_url: str,

@@ -27,7 +27,7 @@ import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tqdm import tqdm
 
@@ -35,6 +35,9 @@ from es_plugin_bridge.elastic.cluster.connection import call
 from es_plugin_bridge.elastic.ingest_pipeline import PAINLESS_GET
 from es_plugin_bridge.elastic.mappings import BOW_FIELD, RERANK_FIELD, TEXT_FIELD, VECTOR_FIELD
 from es_plugin_bridge.errors import UserError
+
+if TYPE_CHECKING:
+    from es_plugin_bridge.elastic.cluster.search_client import SearchClient
 
 #: The fields the product adds to an index; in place, none may exist in the user's mapping yet.
 PRODUCT_FIELDS = (TEXT_FIELD, RERANK_FIELD, VECTOR_FIELD, BOW_FIELD)
@@ -79,7 +82,8 @@ def field_mapping(properties: Mapping[str, Any], path: str) -> dict[str, Any] | 
     return dict(node)
 
 
-def describe(client: Any, index: str, title_field: str, body_field: str, id_field: str | None) -> SourceIndex:
+def describe(client: SearchClient, index: str, title_field: str, body_field: str,
+             id_field: str | None) -> SourceIndex:
     """Read the user's mapping and analysis settings; UserError naming a missing or non-text field."""
     getter = client.options(ignore_status=404).indices.get
     answer = call(f"reading the mapping of {index}", getter, index=index)
@@ -146,7 +150,8 @@ def in_place_properties(source: SourceIndex, index_properties: Mapping[str, Any]
     return added
 
 
-def wait_for_task(client: Any, task_id: str, what: str, *, poll: float = 1.0, progress: bool = True) -> dict:
+def wait_for_task(client: SearchClient, task_id: str, what: str, *, poll: float = 1.0,
+                  progress: bool = True) -> dict:
     """Follow a ``wait_for_completion=false`` task to its end with a progress bar; its final status.
 
     UserError when the task reports failures (the first one named) or an error.
@@ -177,7 +182,8 @@ def wait_for_task(client: Any, task_id: str, what: str, *, poll: float = 1.0, pr
     return response
 
 
-def copy_into(client: Any, theirs: SourceIndex, index: str, pipeline: str | None, *, progress: bool) -> str:
+def copy_into(client: SearchClient, theirs: SourceIndex, index: str, pipeline: str | None, *,
+              progress: bool) -> str:
     """Copy: ``_reindex`` their documents into the new ``index`` through ``pipeline``, followed to its end
     (any failed document fails the run, naming the first); the line saying what was copied."""
     task = call(f"copying {theirs.index} into {index}", client.reindex,
@@ -188,7 +194,7 @@ def copy_into(client: Any, theirs: SourceIndex, index: str, pipeline: str | None
     return f"copied {copied} questions from {theirs.index} (their index is unchanged)"
 
 
-def extend_in_place(client: Any, theirs: SourceIndex, properties: Mapping[str, Any], meta_key: str,
+def extend_in_place(client: SearchClient, theirs: SourceIndex, properties: Mapping[str, Any], meta_key: str,
                     meta: Mapping[str, Any], pipeline: str, *, progress: bool) -> str:
     """In place: add the product's fields (from the product's own ``properties``) and ``_meta[meta_key]``
     to their index, keeping their ``_meta``; then fill every document through ``pipeline``."""

@@ -18,7 +18,8 @@ from pasted_log import VAL, pasted_log
 
 from es_plugin_bridge.data.questions import question_from_text
 from es_plugin_bridge.data.spec import read_spec
-from es_plugin_bridge.elastic import opensearch_dsl, queries
+from es_plugin_bridge.elastic import queries
+from es_plugin_bridge.elastic.cluster import opensearch_dsl
 from es_plugin_bridge.engines.embedded import EmbeddedEngine
 from es_plugin_bridge.engines.query_terms import MAX_QUERY_TERMS, bounded_tokens, query_terms
 from es_plugin_bridge.text import Preprocessor

@@ -1,4 +1,4 @@
-"""The vector modes' bodies in OpenSearch's terms (es_plugin_bridge/elastic/opensearch_dsl.py) and the
+"""The vector modes' bodies in OpenSearch's terms (es_plugin_bridge/elastic/cluster/opensearch_dsl.py) and the
 OpenSearch questions index (``mappings.index_body(knn_plugin=True)``), checked without a node;
 ``tests/opensearch/test_opensearch_vectors.py`` runs them on a real one.
 
@@ -17,7 +17,8 @@ import json
 import pytest
 
 from es_plugin_bridge.bridge.sidecar_target import SidecarTarget
-from es_plugin_bridge.elastic import mappings, opensearch_dsl, queries
+from es_plugin_bridge.elastic import mappings, queries
+from es_plugin_bridge.elastic.cluster import opensearch_dsl
 from es_plugin_bridge.elastic.modes import hybrid
 
 TOKENS = ["how", "do", "i", "upgrade", "to", "12.04"]
@@ -52,10 +53,11 @@ def scripts(body) -> list[str]:
 
 def test_every_function_the_scripts_call_is_in_the_k_nn_allowlist_with_the_fields_doc_values():
     names = {name for _, name, _ in KNN_ALLOWLIST}
-    for ours, theirs in opensearch_dsl.PAINLESS_CALLS.items():
-        function, args = theirs.split("(", 1)
-        assert function in names and args == "params.q, doc['vector'])"
-        assert ours.split("(")[0].lower() == function.lower()  # the same function, Elasticsearch's spelling
+    for ours, theirs in opensearch_dsl.PAINLESS_FUNCTIONS.items():
+        assert theirs in names
+        assert ours.lower() == theirs.lower()  # the same function, Elasticsearch's spelling
+        sent = opensearch_dsl.painless(f"1.0 + {ours}(params.q, '{mappings.VECTOR_FIELD}')")
+        assert sent == f"1.0 + {theirs}(params.q, doc['{mappings.VECTOR_FIELD}'])"
 
 
 @pytest.mark.parametrize("similarity", ["cosine", "manhattan"])
@@ -140,8 +142,10 @@ def test_only_an_opensearch_client_gets_the_translation():
     class OpenSearchLike:
         engine = "opensearch"
 
-    assert opensearch_dsl.is_opensearch(OpenSearchLike())
-    assert not opensearch_dsl.is_opensearch(object())  # elasticsearch-py's client has no engine
+    body = {"knn": queries.knn_search(VECTOR, 10), "size": 10}
+    assert opensearch_dsl.request_body(OpenSearchLike(), body) == opensearch_dsl.translate(body)
+    assert "query" in opensearch_dsl.request_body(OpenSearchLike(), body)
+    assert opensearch_dsl.request_body(object(), body) == body  # elasticsearch-py's client has no engine
 
 
 def test_the_opensearch_index_maps_a_lucene_knn_vector_and_the_rest_as_on_elasticsearch():

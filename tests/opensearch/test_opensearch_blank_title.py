@@ -82,10 +82,10 @@ def _same_ranking(got: list[tuple[str, float]], want: list[tuple[str, float]]) -
 @pytest.mark.parametrize("query", QUERIES)
 def test_bridge_and_the_engines_rerank_score_a_blank_title_the_same_way(indexed, opensearch, query):
     url, stored = indexed
-    client = Connection(url=opensearch.url, timeout=30).client()
+    cluster = Connection(url=opensearch.url, timeout=30).open()
     target = SidecarTarget(url, TOKEN, 30.0)
-    bridge = open_mode(client, INDEX, "bridge", "bm25", window=WINDOW, sidecar=target)
-    rerank = open_mode(client, INDEX, "rerank", "bm25", window=WINDOW, sidecar=target)
+    bridge = open_mode(cluster, INDEX, "bridge", "bm25", window=WINDOW, sidecar=target)
+    rerank = open_mode(cluster, INDEX, "rerank", "bm25", window=WINDOW, sidecar=target)
     question = question_from_text(query)
     window = bridge.stage.search(question, WINDOW)
     blank_in_window = {doc for doc, _ in window} & set(BLANK)

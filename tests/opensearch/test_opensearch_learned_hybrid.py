@@ -73,8 +73,9 @@ def indexed(request, opensearch, sidecar, tmp_path_factory):
 
 
 def _mode(opensearch, url: str, index: str, knn: str):
-    client = Connection(url=opensearch.url, timeout=30).client()
-    return open_mode(client, index, None, "bm25", window=10, sidecar=SidecarTarget(url, TOKEN, 30.0), knn=knn)
+    cluster = Connection(url=opensearch.url, timeout=30).open()
+    return open_mode(cluster, index, None, "bm25", window=10, sidecar=SidecarTarget(url, TOKEN, 30.0),
+                     knn=knn)
 
 
 @pytest.mark.parametrize("knn", ["exact", "hnsw"])

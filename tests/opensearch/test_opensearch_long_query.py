@@ -95,8 +95,8 @@ def test_a_query_over_the_sidecars_cap_searches_reranked_in_every_mode(indexed, 
 @pytest.mark.parametrize("mode", MODES)
 def test_the_library_refuses_a_lone_surrogate_in_one_line_in_every_mode(indexed, opensearch, mode):
     url, _ = indexed
-    client = Connection(url=opensearch.url, timeout=30).client()
-    searcher = open_mode(client, INDEX, mode, "bm25", window=10, sidecar=SidecarTarget(url, TOKEN, 30.0))
+    cluster = Connection(url=opensearch.url, timeout=30).open()
+    searcher = open_mode(cluster, INDEX, mode, "bm25", window=10, sidecar=SidecarTarget(url, TOKEN, 30.0))
     for query in (question_from_text("grub \ud800 boot"), question_from_text("grub \udc80")):
         refused = r"^the query (holds a lone surrogate U\+D800|is not valid UTF-8)"
         with pytest.raises(UserError, match=refused):

@@ -4,7 +4,7 @@ against their in-process rankers.
 ``es setup`` maps the vector as the k-NN plugin's ``knn_vector`` (lucene engine, ``cosinesimil``) beside
 the BOW ``rank_features``; ``es index`` stores both, embedded through the live sidecar; ``es search``
 sends the Elasticsearch modes' bodies in the k-NN plugin's terms (``es_plugin_bridge/elastic/
-opensearch_dsl.py``). On SemEval-2016 dev (its 50 original questions) and on 1,200 lines of AskUbuntu
+cluster/opensearch_dsl.py``). On SemEval-2016 dev (its 50 original questions) and on 1,200 lines of AskUbuntu
 title pairs (25 duplicate queries, then all 110 other titles with shell or code in them: ``$PATH``,
 ``:a;$!N;``, backquotes, ``||``, quotes, braces, backslashes, ``->``), each mode's top 10 is its
 in-process ranker's — ``fused``, ``hybrid``, ``hybrid-rrf``, window 50 — in the same order, and its

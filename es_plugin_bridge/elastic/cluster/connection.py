@@ -29,6 +29,7 @@ from es_plugin_bridge.elastic.cluster.dialect import (
     is_opensearch,
 )
 from es_plugin_bridge.elastic.cluster.engine_errors import reason_of
+from es_plugin_bridge.elastic.cluster.search_client import SearchClient
 from es_plugin_bridge.errors import UserError
 
 T = TypeVar("T")
@@ -200,7 +201,11 @@ class Connection:
                             f"{version.get('number', '')}: use --engine {engine}")
         return engine
 
-    def client(self) -> Any:
+    def open(self) -> Cluster:
+        """The cluster at ``url``: its client (:meth:`client`) and its :class:`ClusterInfo`, read once."""
+        return Cluster.of(self.client())
+
+    def client(self) -> SearchClient:
         """A client of the cluster at ``url``: elasticsearch-py's, or for an OpenSearch cluster (its
         ``GET /``) an :class:`~es_plugin_bridge.elastic.cluster.opensearch_client.OpenSearchClient`, which
         takes the same calls."""
@@ -226,7 +231,7 @@ class Connection:
             options["ca_certs"] = self.ca_certs
         return self._with_root(WholeElasticsearch(self.urls, **options))
 
-    def _with_root(self, client: Any) -> Any:
+    def _with_root(self, client: T) -> T:
         """``client`` carrying this connection's ``GET /`` answer when it is a cluster's root document."""
         status, info = self.root
         if status == 200 and isinstance(info, dict) and isinstance(info.get("version"), dict):
@@ -294,8 +299,33 @@ class ClusterInfo:
 
     @property
     def is_opensearch(self) -> bool:
-        """OpenSearch: ``es setup`` registers a search pipeline instead of inference endpoints."""
+        """OpenSearch: ``es setup`` registers a search pipeline instead of inference endpoints. For
+        ``cluster/`` and the tests: the rest of the product asks :meth:`for_engine` or a feature below."""
         return is_opensearch(self.engine)
+
+    def for_engine(self, *, elasticsearch: T, opensearch: T) -> T:
+        """The value given for this cluster's engine: how a flow that differs as a whole per engine
+        (``es setup``'s registrations) chooses, without comparing engine names itself."""
+        return opensearch if self.is_opensearch else elasticsearch
+
+    @property
+    def retrievers(self) -> bool:
+        """Whether searches may use Elasticsearch's retrievers (``linear``, ``rescorer``, ``rrf``): the
+        engine has them and the licence allows them (:attr:`paid`); each retriever's user still checks
+        the version it arrived in. OpenSearch 2.19 has no retrievers."""
+        return not self.is_opensearch and self.paid
+
+    @property
+    def hybrid_query(self) -> bool:
+        """Whether the cluster fuses a first stage and a vector query in one search with neural-search's
+        ``hybrid`` query and a normalisation search pipeline (OpenSearch 2.19+)."""
+        return self.is_opensearch
+
+    @property
+    def knn_plugin(self) -> bool:
+        """Whether vectors are the k-NN plugin's ``knn_vector`` (OpenSearch), searched with its ``knn``
+        query and Painless functions, rather than Elasticsearch's ``dense_vector``."""
+        return self.is_opensearch
 
     @property
     def name(self) -> str:
@@ -319,6 +349,26 @@ class ClusterInfo:
 
 
 ENTERPRISE_LICENCES = frozenset({"trial", "enterprise"})
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """What the product holds of a cluster once connected: its client (the calls of
+    :class:`~es_plugin_bridge.elastic.cluster.search_client.SearchClient`) and what ``GET /`` and the
+    licence said (:class:`ClusterInfo`), read once. Made by :meth:`Connection.open` and handed to the
+    modes, ``es setup`` and ``es evaluate``, so none of them reads the engine off the client again."""
+
+    client: SearchClient
+    info: ClusterInfo
+
+    @classmethod
+    def of(cls, client: SearchClient) -> Cluster:
+        """The cluster behind a client made elsewhere (a test's, a benchmark's): its info read once."""
+        return cls(client, cluster_info(client))
+
+    @property
+    def name(self) -> str:
+        return self.info.name
 
 def _root_document(client: Any) -> dict[str, Any]:
     """``GET /`` through the transport with ``Accept: application/json`` (or the answer the client's
@@ -348,7 +398,7 @@ def _root_document(client: Any) -> dict[str, Any]:
     return body
 
 
-def cluster_info(client: Any) -> ClusterInfo:
+def cluster_info(client: SearchClient) -> ClusterInfo:
     """Version (``GET /``) and licence (``GET _license``; a cluster without it counts as basic).
 
     ``GET /`` is sent with a plain ``application/json`` Accept header, which every major answers, so a

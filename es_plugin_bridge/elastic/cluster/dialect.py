@@ -9,7 +9,9 @@ Everything else asks these functions, or ``ClusterInfo.is_opensearch``, and neve
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 ELASTICSEARCH = "elasticsearch"
 OPENSEARCH = "opensearch"
@@ -29,6 +31,18 @@ def is_opensearch(client_or_engine: Any) -> bool:
     if isinstance(client_or_engine, str):
         return client_or_engine == OPENSEARCH
     return getattr(client_or_engine, "engine", None) == OPENSEARCH
+
+
+def for_client(client: Any, *, elasticsearch: T, opensearch: T) -> T:
+    """The value given for the engine behind ``client``: how code holding only a client chooses a
+    per-engine rule without comparing engine names itself."""
+    return opensearch if is_opensearch(client) else elasticsearch
+
+
+def has_knn_plugin(client: Any) -> bool:
+    """Whether the cluster behind ``client`` stores vectors as the k-NN plugin's ``knn_vector``
+    (OpenSearch) rather than Elasticsearch's ``dense_vector``."""
+    return is_opensearch(client)
 
 
 def engine_of_client(client: Any) -> str:

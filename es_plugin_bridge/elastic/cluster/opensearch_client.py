@@ -72,7 +72,10 @@ class OpenSearchClient:
         """Elasticsearch's per-call options: ``ignore_status`` is kept; retry and timeout options are
         the transport's own here (opensearch-py retries nothing unless told), so they are accepted."""
         statuses = (ignore_status,) if isinstance(ignore_status, int) else tuple(ignore_status)
-        return OpenSearchClient(self._os, statuses)
+        copy = OpenSearchClient(self._os, statuses)
+        copy.__dict__.update({k: v for k, v in self.__dict__.items()  # what was noted on it (GET /)
+                              if k not in ("_os", "_ignore", "indices", "tasks")})
+        return copy
 
     def _call(self, fn: Any, **kwargs: Any) -> Answer:
         from opensearchpy.exceptions import TransportError

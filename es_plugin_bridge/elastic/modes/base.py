@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Any
 from es_plugin_bridge.bridge.sidecar_client import EmbedError
 from es_plugin_bridge.bridge.sidecar_target import SidecarTarget
 from es_plugin_bridge.data.types import Question
-from es_plugin_bridge.elastic import opensearch_dsl
 from es_plugin_bridge.elastic.cluster.connection import ClusterInfo, call
+from es_plugin_bridge.elastic.cluster.opensearch_dsl import request_body
+from es_plugin_bridge.elastic.cluster.search_client import SearchClient
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.text.sidecar_text import model_part, query_refusal
 
@@ -92,7 +93,7 @@ class Mode:
         self.window = window
 
     @property
-    def client(self) -> Any:
+    def client(self) -> SearchClient:
         return self.stage.client
 
     @property
@@ -126,9 +127,9 @@ class Mode:
 
     def _body(self, body: dict[str, Any]) -> dict[str, Any]:
         """``body`` as this cluster's engine reads it: unchanged for Elasticsearch; for OpenSearch its
-        vector parts in the k-NN plugin's terms (``elastic/opensearch_dsl.py``). What is sent is what
+        vector parts in the k-NN plugin's terms (``elastic/cluster/opensearch_dsl.py``). What is sent is what
         ``--explain`` shows."""
-        return opensearch_dsl.translate(body) if opensearch_dsl.is_opensearch(self.client) else body
+        return request_body(self.client, body)
 
     def _search(self, k: int, *, sources: bool = True, **body: Any) -> tuple[dict[str, Any], float]:
         """One search of the index; ``preference`` (when given) pins the shard copies it reads.

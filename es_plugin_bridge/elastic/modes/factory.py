@@ -5,7 +5,7 @@ same over an existing index.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from es_plugin_bridge.bridge.sidecar_target import SidecarTarget
 from es_plugin_bridge.elastic.engine import ElasticsearchFirstStage
@@ -14,6 +14,9 @@ from es_plugin_bridge.elastic.modes import mode_spec
 from es_plugin_bridge.elastic.modes.base import Mode, ModeOptions
 from es_plugin_bridge.elastic.setup import IndexMeta, read_meta
 from es_plugin_bridge.errors import UserError
+
+if TYPE_CHECKING:
+    from es_plugin_bridge.elastic.cluster.connection import Cluster
 
 
 def refuse_without_vectors(mode: str, meta: IndexMeta) -> None:
@@ -37,16 +40,16 @@ def make_mode(mode: str, stage: ElasticsearchFirstStage, meta: IndexMeta, **opti
     return spec.builder(stage, meta, built)
 
 
-def open_mode(client: Any, index: str, mode: str | None, first_stage: str, *, window: int,
+def open_mode(cluster: Cluster, index: str, mode: str | None, first_stage: str, *, window: int,
               sidecar: SidecarTarget, allow_rerank_failures: bool = False, global_statistics: bool = True,
               **mode_options: Any) -> Mode:
-    """Mode ``mode`` over an existing index (``es search``): its meta, its first stage, the cluster;
+    """Mode ``mode`` over an existing index of ``cluster`` (``Connection.open()``; ``Cluster.of(client)``
+    for a client made elsewhere) (``es search``): its meta, its first stage;
     ``mode`` None: the index's best on this cluster (``IndexMeta.suggested_mode``); ``global_statistics``
     False: each shard scores with its own statistics (``elastic/cluster/shards.py``); ``mode_options``:
     the values of the modes' own CLI options by ``dest`` (``ModeSpec.options``: ``knn="hnsw"``), None
     where not given; a :class:`ModeOptions` field where one has the name (``knn``), else in its
     ``extra``. A keyword no mode declares is a TypeError, as for any function."""
-    from es_plugin_bridge.elastic.cluster.connection import cluster_info
     from es_plugin_bridge.elastic.engine import open_engine
     from es_plugin_bridge.engines.registry import EngineContext
     from es_plugin_bridge.text import Preprocessor
@@ -56,16 +59,16 @@ def open_mode(client: Any, index: str, mode: str | None, first_stage: str, *, wi
     if unknown:
         raise TypeError(f"open_mode() got an unexpected keyword argument {unknown[0]!r} (the modes' options: "
                         f"{', '.join(sorted(declared))})")
+    client = cluster.client
     meta = read_meta(client, index)
-    cluster = cluster_info(client)
-    mode = mode or meta.suggested_mode(cluster)
+    mode = mode or meta.suggested_mode(cluster.info)
     engine = open_engine(EngineContext(tokens=Preprocessor(meta.text_options()).tokens, options={
         "client": client, "index": index, "fields": (meta.title_field, meta.body_field)}))
     stage = engine.first_stage(first_stage)
     stage.global_statistics = global_statistics
     given = {k: v for k, v in mode_options.items() if v is not None}
     fields = {k: given.pop(k) for k in list(given) if k in ModeOptions.__dataclass_fields__}
-    return make_mode(mode, stage, meta, window=window, sidecar=sidecar, cluster=cluster,
+    return make_mode(mode, stage, meta, window=window, sidecar=sidecar, cluster=cluster.info,
                      allow_rerank_failures=allow_rerank_failures, extra=given, **fields)
 
 

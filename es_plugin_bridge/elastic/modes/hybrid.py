@@ -24,8 +24,8 @@ the model's vectors find it (held-out AskUbuntu, docs/training.md "The transform
   Elsewhere the client fuses the two lists of one ``_msearch`` with the same formula.
 
 On OpenSearch (2.13+, the k-NN plugin) both modes send these bodies in the k-NN plugin's terms
-(``elastic/opensearch_dsl.py``: its Painless functions, its ``knn`` query); ``hybrid`` is the same three
-steps (OpenSearch returns named-query scores for ``include_named_queries_score`` given as a URL
+(``elastic/cluster/opensearch_dsl.py``: its Painless functions, its ``knn`` query); ``hybrid`` is the same
+three steps (OpenSearch returns named-query scores for ``include_named_queries_score`` given as a URL
 parameter, as here), and ``hybrid-rrf`` always fuses in the client: OpenSearch has no ``rrf`` retriever.
 
 On any number of shards (``elastic/cluster/shards.py``): both windows are the merged global tops (every search
@@ -345,9 +345,7 @@ class HybridRrfMode(_WindowsMode):
 def rrf_in_elasticsearch(cluster: ClusterInfo) -> bool:
     """Whether the cluster runs the ``rrf`` retriever: enterprise or trial (``RANK_RRF_FEATURE``), 8.16+;
     never OpenSearch, which has no retrievers."""
-    if cluster.is_opensearch:
-        return False
-    return bool(cluster.paid and tuple(cluster.version) >= RRF_RETRIEVER_SINCE)
+    return cluster.retrievers and tuple(cluster.version) >= RRF_RETRIEVER_SINCE
 
 
 def _checked_embedder(mode: str, stage: ElasticsearchFirstStage, meta: IndexMeta,

@@ -45,8 +45,9 @@ from typing import TYPE_CHECKING, Any
 from es_plugin_bridge.bridge.sidecar_client import SidecarClient
 from es_plugin_bridge.core.direction import has_direction
 from es_plugin_bridge.core.hybrid_fusion import HybridFusion, fuse_lists, pipeline_body
-from es_plugin_bridge.elastic import opensearch_dsl, queries
-from es_plugin_bridge.elastic.cluster.connection import call
+from es_plugin_bridge.elastic import queries
+from es_plugin_bridge.elastic.cluster import opensearch_dsl
+from es_plugin_bridge.elastic.cluster.connection import ClusterInfo, call
 from es_plugin_bridge.elastic.linear_retriever import linear_retriever, linear_supported
 from es_plugin_bridge.elastic.mappings import VECTOR_FIELD
 from es_plugin_bridge.elastic.modes import ModeSpec, register_mode
@@ -86,14 +87,14 @@ class LearnedHybridMode(Mode):
     name = "learned-hybrid"
 
     def __init__(self, stage: ElasticsearchFirstStage, fusion: HybridFusion, embedder: SidecarClient,
-                 neural_similarity: str, knn: str, *, opensearch: bool,
+                 neural_similarity: str, knn: str, *, hybrid_query: bool,
                  vector_model: str | None = None, linear: bool = False, shards: int = 1) -> None:
         super().__init__(stage, {}, fusion.window)
         self.fusion = fusion
         self.embedder = embedder
         self.neural_similarity = neural_similarity
         self.knn = knn
-        self.opensearch = opensearch
+        self.hybrid_query = hybrid_query
         self.vector_model = vector_model if knn == "hnsw" else None
         self.linear = linear
         #: the index's primary shards: on several, a DFS query phase skips the hybrid pipeline (#1490)
@@ -121,7 +122,7 @@ class LearnedHybridMode(Mode):
     def rank(self, ask: Ask, timings: dict[str, float]) -> ModeResult:
         if self.linear:
             return self._linear(ask, timings)
-        if not self.opensearch or (self.shards > 1 and self.stage.search_type):
+        if not self.hybrid_query or (self.shards > 1 and self.stage.search_type):
             return self._in_client(ask, timings)
         vector = None
         if self.vector_model is None or ask.query.body:  # the index's model embeds a title alone
@@ -175,15 +176,15 @@ def build_learned_hybrid(stage: ElasticsearchFirstStage, meta: IndexMeta, option
     if fusion.first_stage != stage.similarity:
         fusion = fusion.model_copy(update={"first_stage": stage.similarity})
     cluster = options.cluster
-    linear = (not cluster.is_opensearch and fusion.combination == "arithmetic_mean"
+    linear = (cluster.retrievers and fusion.combination == "arithmetic_mean"
               and linear_supported(tuple(cluster.version), bool(cluster.paid), fusion.normalization))
     return LearnedHybridMode(stage, fusion, SidecarClient.reaching(options.sidecar), meta.neural_similarity,
-                             knn, opensearch=cluster.is_opensearch,
+                             knn, hybrid_query=cluster.hybrid_query,
                              vector_model=meta.embedding.get("vector_model"), linear=linear,
-                             shards=primary_shards(stage) if cluster.is_opensearch else 1)
+                             shards=primary_shards(stage) if cluster.hybrid_query else 1)
 
 
-def learned_hybrid_rule(cluster: Any, meta: IndexMeta) -> str | None:
+def learned_hybrid_rule(cluster: ClusterInfo, meta: IndexMeta) -> str | None:
     """The fusion the model's fit recorded, which the mode sends as the engine's pipeline."""
     if meta.hybrid is not None:
         return None

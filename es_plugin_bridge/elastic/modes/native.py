@@ -5,7 +5,7 @@ on the ``custom`` inference endpoint ``es setup`` registered, ``/v1/rerank?score
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from es_plugin_bridge.elastic import queries
 from es_plugin_bridge.elastic.cluster.connection import ClusterInfo, call
@@ -15,6 +15,7 @@ from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.text.sidecar_text import model_part, rerank_text
 
 if TYPE_CHECKING:
+    from es_plugin_bridge.elastic.cluster.search_client import SearchClient
     from es_plugin_bridge.elastic.engine import ElasticsearchFirstStage
     from es_plugin_bridge.elastic.run_cleanup import RunCleanup
     from es_plugin_bridge.elastic.setup import IndexMeta
@@ -82,7 +83,7 @@ def native_rule(cluster: ClusterInfo, meta: IndexMeta) -> str | None:
             "mode native")
 
 
-def prepare_native(client: Any, index: str, meta: IndexMeta, sidecar_url: str, token: str | None,
+def prepare_native(client: SearchClient, index: str, meta: IndexMeta, sidecar_url: str, token: str | None,
                    cluster: ClusterInfo, stack: RunCleanup) -> IndexMeta:
     """A throw-away run's inference endpoints (one per first stage), deleted after the run."""
     from dataclasses import replace

@@ -37,6 +37,7 @@ from es_plugin_bridge.request_deadline import HEADER, header_value
 from es_plugin_bridge.text.sidecar_text import model_part, rerank_text
 
 if TYPE_CHECKING:
+    from es_plugin_bridge.elastic.cluster.opensearch_client import OpenSearchClient
     from es_plugin_bridge.elastic.engine import ElasticsearchFirstStage
     from es_plugin_bridge.elastic.run_cleanup import RunCleanup
     from es_plugin_bridge.elastic.setup import IndexMeta
@@ -88,7 +89,7 @@ def pipeline_body(model_id: str) -> dict[str, Any]:
     }
 
 
-def register_rerank(client: Any, index: str, sidecar_url: str, token: str | None,
+def register_rerank(client: OpenSearchClient, index: str, sidecar_url: str, token: str | None,
                     deploy_timeout: float = DEPLOY_SECONDS) -> dict[str, str]:
     """Trust the sidecar's URL (beside those already trusted), create the connector and the remote
     model, wait until it is deployed, and put the search pipeline ``<index>-rerank``; returns their ids."""
@@ -144,7 +145,7 @@ def rerank_rule(cluster: ClusterInfo, meta: IndexMeta) -> str | None:
     return "the index has no rerank search pipeline; run `esrerank es setup` against this OpenSearch cluster"
 
 
-def prepare_rerank(client: Any, index: str, meta: IndexMeta, sidecar_url: str, token: str | None,
+def prepare_rerank(client: OpenSearchClient, index: str, meta: IndexMeta, sidecar_url: str, token: str | None,
                    cluster: ClusterInfo, stack: RunCleanup) -> IndexMeta:
     """A throw-away run's connector, model and search pipeline, removed after it
     in this order (ml-commons refuses to delete a deployed model, and a connector a model uses)."""

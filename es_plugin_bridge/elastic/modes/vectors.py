@@ -87,7 +87,7 @@ def build_vectors(stage: ElasticsearchFirstStage, meta: IndexMeta, options: Mode
     embedder = SidecarClient.reaching(options.sidecar)
     # OpenSearch has no linear or rescorer retriever: the two calls (query, then query + rescore)
     cluster = options.cluster
-    one_call = not cluster.is_opensearch and cluster.paid and cluster.version >= (8, 18, 0)
+    one_call = cluster.retrievers and cluster.version >= (8, 18, 0)
     return VectorsMode(stage, meta.beta(stage.similarity), options.window, embedder, meta.neural_similarity,
                        one_call)
 

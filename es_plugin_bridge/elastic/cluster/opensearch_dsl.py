@@ -28,28 +28,26 @@ a ``query`` rescore, ``_name`` and ``preference``. :func:`translate` rewrites th
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Mapping
 from typing import Any
 
-from es_plugin_bridge.elastic.cluster.dialect import is_opensearch as is_opensearch
-from es_plugin_bridge.elastic.mappings import VECTOR_FIELD
+from es_plugin_bridge.elastic.cluster.dialect import is_opensearch
 
 Body = dict[str, Any]
 
 #: Elasticsearch's vector functions (the field by name) → the k-NN plugin's (the field's doc values).
-PAINLESS_CALLS = {
-    f"cosineSimilarity(params.q, '{VECTOR_FIELD}')": f"cosineSimilarity(params.q, doc['{VECTOR_FIELD}'])",
-    f"l1norm(params.q, '{VECTOR_FIELD}')": f"l1Norm(params.q, doc['{VECTOR_FIELD}'])",
-}
-#: Elasticsearch's vector functions: one left after :data:`PAINLESS_CALLS` would fail on OpenSearch.
+PAINLESS_FUNCTIONS = {"cosineSimilarity": "cosineSimilarity", "l1norm": "l1Norm"}
+#: A call of one of :data:`PAINLESS_FUNCTIONS` on the query vector and a field named in quotes.
+_BY_NAME = re.compile(r"\b(" + "|".join(PAINLESS_FUNCTIONS) + r")\(params\.q, '([^']+)'\)")
+#: Elasticsearch's vector functions: one left after :data:`PAINLESS_FUNCTIONS` would fail on OpenSearch.
 _ES_VECTOR_FUNCTIONS = ("cosineSimilarity(", "l1norm(", "l2norm(", "dotProduct(", "hamming(")
 
 
-
 def painless(source: str) -> str:
-    """An Elasticsearch script of the modes in the k-NN plugin's Painless."""
-    for ours, theirs in PAINLESS_CALLS.items():
-        source = source.replace(ours, theirs)
+    """An Elasticsearch script of the modes in the k-NN plugin's Painless: ``f(params.q, 'field')`` →
+    ``F(params.q, doc['field'])``."""
+    source = _BY_NAME.sub(lambda m: f"{PAINLESS_FUNCTIONS[m[1]]}(params.q, doc['{m[2]}'])", source)
     leftover = [f for f in _ES_VECTOR_FUNCTIONS if f"{f}params.q, '" in source]
     if leftover:
         raise ValueError(f"no OpenSearch twin for {leftover[0]}…) in the script {source!r}")
@@ -92,3 +90,9 @@ def translate(body: Mapping[str, Any]) -> Body:
             raise ValueError("a body with both knn and query has no one-query twin on OpenSearch")
         out["query"] = knn_query(out.pop("knn"))
     return out
+
+
+def request_body(client: Any, body: Mapping[str, Any]) -> Body:
+    """``body`` as the engine behind ``client`` reads it: Elasticsearch's unchanged (a copy), OpenSearch's
+    through :func:`translate`; the one place a mode's body meets the engine's dialect."""
+    return translate(body) if is_opensearch(client) else dict(body)
