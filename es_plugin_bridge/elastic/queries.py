@@ -1,4 +1,8 @@
-"""Request bodies of the modes, built with the client's typed queries where they exist.
+"""The clauses the modes share (the first stage, the BOW and neural parts of fused, the rescore, the
+vectors' exact and HNSW searches, the first stage's name), built with the client's typed queries where
+they exist. A body only one mode sends lives in that mode's module (``modes/native.py``
+``native_retriever``, ``modes/vectors.py`` ``vectors_retriever``, ``modes/hybrid.py`` the two windows,
+the union and ``rrf_retriever``).
 
 Queries come from ``elasticsearch.dsl.query`` (typed, validated by the client); retrievers have no
 typed classes in elasticsearch-py 9.x, so they are dicts shaped after the specification's
@@ -19,7 +23,7 @@ from typing import Any
 
 from es_plugin_bridge.core.direction import has_direction
 from es_plugin_bridge.core.features import feature_key
-from es_plugin_bridge.elastic.mappings import BOW_FIELD, FIELDS, RERANK_FIELD, VECTOR_FIELD
+from es_plugin_bridge.elastic.mappings import BOW_FIELD, FIELDS, VECTOR_FIELD
 from es_plugin_bridge.engines.query_terms import MAX_QUERY_TERMS, query_terms
 from es_plugin_bridge.errors import UserError
 
@@ -142,55 +146,6 @@ def rest_of_fused(
     return Q.ScriptScore(query=bow_query(terms), script={"source": source, "params": params}).to_dict()
 
 
-def native_retriever(
-    *,
-    similarity: str,
-    tokens: Sequence[str],
-    query_text: str,
-    inference_id: str,
-    beta_first_stage: float,
-    window: int,
-    only: Collection[str] | None = None,
-    exclude: Collection[str] | None = None,
-    allow_failures: bool = False,
-) -> Body:
-    """Mode native: ``linear`` of the first stage (weight β_fs, ``minmax``) and the sidecar's reranker.
-
-    The sidecar's endpoint answers the linear rest of the fused score (``/v1/rerank?score=linear``),
-    which Elasticsearch turns into s + 1 (s ≥ 0); the sum is ``fused + 1 + const``. Both children see
-    the same first-stage window (``rank_window_size`` of the reranker = the parent's).
-
-    ``allow_failures`` (``allow_rerank_failures``, Elasticsearch 8.19/9.1+): when the sidecar fails,
-    ``RankFeaturePhase`` keeps the window's first-stage scores instead of failing the search, so the
-    ``linear`` sum is β_fs·minmax(s) + s: the first-stage order. Elasticsearch marks nothing in the
-    answer (``TextSimilarityRankRetrieverBuilder``, ``RankFeaturePhaseRankCoordinatorContext``).
-    """
-    first = first_stage_query(similarity, tokens, only=only, exclude=exclude)
-    reranker = {
-        "text_similarity_reranker": {
-            "retriever": {"standard": {"query": first}},
-            "field": RERANK_FIELD,
-            "inference_id": inference_id,
-            "inference_text": query_text,
-            "rank_window_size": window,
-            **({"allow_rerank_failures": True} if allow_failures else {}),
-        }
-    }
-    return {
-        "linear": {
-            "retrievers": [
-                {
-                    "retriever": {"standard": {"query": first}},
-                    "weight": float(beta_first_stage),
-                    "normalizer": "minmax",
-                },
-                {"retriever": reranker, "weight": 1.0, "normalizer": "none"},
-            ],
-            "rank_window_size": window,
-        }
-    }
-
-
 def rescore(rest: Body, window: int, query_weight: float) -> Body:
     """One ``query`` rescore adding ``rest`` to the first pass's score times ``query_weight``."""
     return {
@@ -204,54 +159,10 @@ def rescore(rest: Body, window: int, query_weight: float) -> Body:
     }
 
 
-def vectors_retriever(
-    *,
-    similarity: str,
-    tokens: Sequence[str],
-    rest: Body,
-    beta_first_stage: float,
-    window: int,
-    only: Collection[str] | None = None,
-    exclude: Collection[str] | None = None,
-) -> Body:
-    """Mode vectors in one call (enterprise/trial: ``linear`` is not in the basic licence): a ``rescorer``
-    over a one-child ``linear`` that min-maxes the first stage with weight β_fs, adding ``rest``."""
-    first = first_stage_query(similarity, tokens, only=only, exclude=exclude)
-    return {
-        "rescorer": {
-            "retriever": {
-                "linear": {
-                    "retrievers": [
-                        {
-                            "retriever": {"standard": {"query": first}},
-                            "weight": float(beta_first_stage),
-                            "normalizer": "minmax",
-                        }
-                    ],
-                    "rank_window_size": window,
-                }
-            },
-            "rescore": rescore(rest, window, 1.0),
-        }
-    }
-
-
-def basic_query_weight(beta_first_stage: float, scores: Sequence[float]) -> float:
-    """Mode vectors on any licence: β_fs / (max − min) of the window's first-stage scores, so that
-    ``query_weight·s`` = β_fs·minmax(s) + a constant (0 when the window's scores are all equal,
-    where the embedded min-max gives zeros)."""
-    if not scores:
-        return 0.0
-    spread = max(scores) - min(scores)
-    return float(beta_first_stage) / spread if spread > 0 else 0.0
-
-
 # -- the hybrid modes' requests (elastic/modes/hybrid.py) -------------------------------------------------
 
 #: ``_name`` of the first stage in step 2; its score comes back in ``matched_queries``.
 FIRST_STAGE_NAME = "esrerank_first_stage"
-#: Elasticsearch's default and the in-process ``hybrid-rrf``'s ``k`` (``whole_collection.RRF_K``).
-RANK_CONSTANT = 60
 #: Elasticsearch's cap on ``num_candidates`` (and so on ``k``) of a ``knn`` search.
 MAX_NUM_CANDIDATES = 10_000
 
@@ -303,47 +214,6 @@ def knn_search(
     return body
 
 
-def _search_body(**parts: Any) -> Body:
-    return {**parts, "_source": False, "track_total_hits": False}
-
-
-def first_stage_search(
-    similarity: str,
-    tokens: Sequence[str],
-    window: int,
-    *,
-    only: Collection[str] | None = None,
-    exclude: Collection[str] | None = None,
-) -> Body:
-    """Search body of the first stage's top window (ids and scores)."""
-    query = first_stage_query(similarity, tokens, only=only, exclude=exclude)
-    return _search_body(query=query, size=window)
-
-
-def dense_search(
-    vector: Sequence[float],
-    window: int,
-    similarity: str,
-    knn: str,
-    *,
-    only: Collection[str] | None = None,
-    exclude: Collection[str] | None = None,
-) -> Body:
-    """Search body of the vectors' top window: exact ``script_score``, or HNSW ``knn``."""
-    if knn == "hnsw":
-        return _search_body(knn=knn_search(vector, window, only=only, exclude=exclude), size=window)
-    return _search_body(query=exact_dense_query(vector, similarity, only=only, exclude=exclude), size=window)
-
-
-def msearch_lines(bodies: Sequence[Body], preference: str) -> list[Body]:
-    """``_msearch`` items: a header (the same ``preference`` as step 2: the same shard copies, so the
-    same collection statistics) before each body."""
-    lines: list[Body] = []
-    for body in bodies:
-        lines += [{"preference": preference}, body]
-    return lines
-
-
 def named(query: Body, name: str = FIRST_STAGE_NAME) -> Body:
     """``query`` (a :func:`first_stage_query`) with ``_name`` on its scoring clause — the one ``match``,
     or the ``bool`` of a long query's ``match`` clauses: the first stage's score, nothing else."""
@@ -361,42 +231,3 @@ def named(query: Body, name: str = FIRST_STAGE_NAME) -> Body:
     return out
 
 
-def union_search(similarity: str, tokens: Sequence[str], union: Sequence[str], rest: Body) -> Body:
-    """Step 2: the union's first-stage scores (named) and, as ``_score``, the rest of fused.
-
-    ``first_stage_query(only=union)`` returns every member (the ``ids`` filter makes the match
-    optional); the rescore window holds them all, and ``query_weight: 0`` drops the first pass.
-    """
-    query = named(first_stage_query(similarity, tokens, only=list(union)))
-    return _search_body(query=query, rescore=rescore(rest, len(union), 0.0), size=len(union))
-
-
-def rrf_retriever(
-    *,
-    similarity: str,
-    tokens: Sequence[str],
-    vector: Sequence[float],
-    neural_similarity: str,
-    knn: str,
-    window: int,
-    rank_constant: int = RANK_CONSTANT,
-    only: Collection[str] | None = None,
-    exclude: Collection[str] | None = None,
-    vector_builder: Body | None = None,
-) -> Body:
-    """Mode hybrid-rrf in one call: ``rrf`` over the first stage and the vectors (enterprise/trial);
-    with ``vector_builder`` (HNSW only) Elasticsearch embeds the query, and no client call is made."""
-    first = first_stage_query(similarity, tokens, only=only, exclude=exclude)
-    if knn == "hnsw":
-        dense: Body = {"knn": knn_search(vector, window, only=only, exclude=exclude,
-                                         vector_builder=vector_builder)}
-    else:
-        exact = exact_dense_query(vector, neural_similarity, only=only, exclude=exclude)
-        dense = {"standard": {"query": exact}}
-    return {
-        "rrf": {
-            "retrievers": [{"standard": {"query": first}}, dense],
-            "rank_constant": int(rank_constant),
-            "rank_window_size": int(window),
-        }
-    }

@@ -23,6 +23,8 @@ from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.defaults import DEFAULT_INDEX
 from es_plugin_bridge.elastic import queries
 from es_plugin_bridge.elastic.mappings import index_body
+from es_plugin_bridge.elastic.modes.native import native_retriever
+from es_plugin_bridge.elastic.modes.vectors import vectors_retriever
 from es_plugin_bridge.elastic.setup import inference_endpoint, inference_id
 from es_plugin_bridge.text import Preprocessor
 from es_plugin_bridge.text.sidecar_text import rerank_text
@@ -49,11 +51,11 @@ def bodies() -> dict[str, Any]:
         "questions-index-no-vectors.json": index_body(),
         "inference-endpoint-bm25.json": inference_endpoint(COMPOSE_SIDECAR, "bm25", None),
         "search-first-stage-bm25.json": {"query": queries.first_stage_query("bm25", tokens), "size": window},
-        "search-native.json": {"retriever": queries.native_retriever(
+        "search-native.json": {"retriever": native_retriever(
             similarity="bm25", tokens=tokens, query_text=rerank_text(EXAMPLE_QUERY),
             inference_id=inference_id(EXAMPLE_INDEX, "bm25"), beta_first_stage=EXAMPLE_BETA["first_stage"],
             window=window), "size": 10},
-        "search-vectors-trial.json": {"retriever": queries.vectors_retriever(
+        "search-vectors-trial.json": {"retriever": vectors_retriever(
             similarity="bm25", tokens=tokens, rest=rest, beta_first_stage=EXAMPLE_BETA["first_stage"],
             window=window), "size": 10},
         "search-vectors-basic.json": {"query": queries.first_stage_query("bm25", tokens), "size": 10,

@@ -23,7 +23,8 @@ import numpy as np
 import pytest
 
 from es_plugin_bridge.data.spec import read_spec
-from es_plugin_bridge.elastic import mappings, queries
+from es_plugin_bridge.elastic import mappings
+from es_plugin_bridge.elastic.modes import vectors as vectors_mode
 from es_plugin_bridge.elastic.setup import RERANK_REQUEST, inference_endpoint
 from es_plugin_bridge.rankers import RankerContext, TokenCache, build, unique_questions
 from es_plugin_bridge.serving import ModelDirectory
@@ -103,7 +104,7 @@ def test_vectors_mode_is_fused_plus_a_constant(setup, semeval):
         assert np.all(bow_lucene <= bow_exact + 1e-12) and np.all(
             bow_lucene >= bow_exact * (1 - 2**-8) - 1e-12
         )
-        two_calls = queries.basic_query_weight(beta["first_stage"], list(first)) * first + rest_exact
+        two_calls = vectors_mode.basic_query_weight(beta["first_stage"], list(first)) * first + rest_exact
         constant_gap(two_calls, want, 1e-6)
 
 

@@ -37,6 +37,7 @@ from es_plugin_bridge.elastic import mappings, queries
 from es_plugin_bridge.elastic.cluster.connection import ClusterInfo
 from es_plugin_bridge.elastic.engine import ElasticsearchFirstStage
 from es_plugin_bridge.elastic.modes import hybrid, mode_names, require
+from es_plugin_bridge.elastic.modes import hybrid as hybrid_mode
 from es_plugin_bridge.elastic.modes.factory import make_mode
 from es_plugin_bridge.elastic.setup import IndexMeta
 from es_plugin_bridge.errors import UserError
@@ -164,9 +165,9 @@ def test_the_specification_states_what_the_exact_design_rests_on():
 
 @pytest.mark.parametrize("knn", ["exact", "hnsw"])
 def test_window_bodies_conform(knn):
-    first = queries.first_stage_search("bm25", TOKENS, 100, exclude={"q"})
-    dense = queries.dense_search(VECTOR, 100, "cosine", knn, exclude={"q"})
-    lines = queries.msearch_lines([first, dense], "esrerank-x")
+    first = hybrid_mode.first_stage_search("bm25", TOKENS, 100, exclude={"q"})
+    dense = hybrid_mode.dense_search(VECTOR, 100, "cosine", knn, exclude={"q"})
+    lines = hybrid_mode.msearch_lines([first, dense], "esrerank-x")
     assert lines[0] == lines[2] == {"preference": "esrerank-x"}
     for header in lines[0::2]:
         conforms(header, "MultisearchHeader")
@@ -188,7 +189,7 @@ def test_window_bodies_conform(knn):
 def test_union_search_names_the_first_stage_and_rescores_with_query_weight_zero():
     rest = queries.rest_of_fused(VECTOR, {"12.04": 0.7, "upgrade": -0.3}, BETA, "cosine")
     union = ["a", "b", "c"]
-    body = queries.union_search("bm25", TOKENS, union, rest)
+    body = hybrid_mode.union_search("bm25", TOKENS, union, rest)
     check_search_body(body)
     assert body["size"] == body["rescore"]["window_size"] == 3
     assert body["rescore"]["query"]["query_weight"] == 0.0
@@ -207,11 +208,11 @@ def test_union_search_names_the_first_stage_and_rescores_with_query_weight_zero(
 
 @pytest.mark.parametrize("knn", ["exact", "hnsw"])
 def test_rrf_retriever_conforms(knn):
-    body = queries.rrf_retriever(similarity="lmdirichlet", tokens=TOKENS, vector=VECTOR,
+    body = hybrid_mode.rrf_retriever(similarity="lmdirichlet", tokens=TOKENS, vector=VECTOR,
                                 neural_similarity="cosine", knn=knn, window=50, exclude={"q"})
     check_retriever(body)
     rrf = body["rrf"]
-    assert rrf["rank_constant"] == RRF_K == queries.RANK_CONSTANT == 60  # Elasticsearch's default too
+    assert rrf["rank_constant"] == RRF_K == hybrid_mode.RANK_CONSTANT == 60  # Elasticsearch's default too
     assert rrf["rank_window_size"] == 50
     first, dense = rrf["retrievers"]
     assert first == {"standard": {"query": queries.first_stage_query("lmdirichlet", TOKENS, exclude={"q"})}}
@@ -224,11 +225,11 @@ def test_every_field_the_bodies_name_is_mapped():
               for sub in prop.get("fields", {})} | set(index["mappings"]["properties"])
     rest = queries.rest_of_fused(VECTOR, {"upgrade": 0.5}, BETA, "cosine")
     bodies = [
-        queries.first_stage_search("ib", TOKENS, 10),
-        queries.dense_search(VECTOR, 10, "cosine", "exact"),
-        queries.dense_search(VECTOR, 10, "cosine", "hnsw"),
-        queries.union_search("bm25", TOKENS, ["a"], rest),
-        queries.rrf_retriever(similarity="bm25", tokens=TOKENS, vector=VECTOR, neural_similarity="cosine",
+        hybrid_mode.first_stage_search("ib", TOKENS, 10),
+        hybrid_mode.dense_search(VECTOR, 10, "cosine", "exact"),
+        hybrid_mode.dense_search(VECTOR, 10, "cosine", "hnsw"),
+        hybrid_mode.union_search("bm25", TOKENS, ["a"], rest),
+        hybrid_mode.rrf_retriever(similarity="bm25", tokens=TOKENS, vector=VECTOR, neural_similarity="cosine",
                              knn="hnsw", window=10),
     ]
     for body in bodies:

@@ -27,6 +27,7 @@ from es_plugin_bridge.elastic.cluster.connection import (
     cluster_info,
     install_command,
 )
+from es_plugin_bridge.elastic.modes import native as native_mode
 from es_plugin_bridge.elastic.modes import require
 from es_plugin_bridge.elastic.setup import VALID_ID, inference_id, register_endpoints
 from es_plugin_bridge.errors import UserError
@@ -108,8 +109,8 @@ def test_allow_rerank_failures_is_sent_only_when_asked_and_needs_8_19_or_9_1():
     β_fs·minmax(s) + s — the first-stage order — instead of failing the search."""
     kwargs = dict(similarity="bm25", tokens=["grub"], query_text="grub", inference_id="e",
                   beta_first_stage=0.3, window=20)
-    plain = queries.native_retriever(**kwargs)
-    allowed = queries.native_retriever(**kwargs, allow_failures=True)
+    plain = native_mode.native_retriever(**kwargs)
+    allowed = native_mode.native_retriever(**kwargs, allow_failures=True)
     reranker = allowed["linear"]["retrievers"][1]["retriever"]["text_similarity_reranker"]
     assert reranker["allow_rerank_failures"] is True
     assert "allow_rerank_failures" not in json.dumps(plain)

@@ -20,6 +20,8 @@ from typing import Any
 import pytest
 
 from es_plugin_bridge.elastic import mappings, queries
+from es_plugin_bridge.elastic.modes import native as native_mode
+from es_plugin_bridge.elastic.modes import vectors as vectors_mode
 from es_plugin_bridge.elastic.setup import RERANK_REQUEST, inference_endpoint
 from es_plugin_bridge.elastic.write_mappings import bodies, render
 from es_plugin_bridge.engines.similarities import SIMILARITIES, make_similarity
@@ -111,7 +113,7 @@ def test_first_stage_query_is_a_bool_of_one_match_with_optional_id_filters():
 
 
 def test_native_retriever_shape_and_window():
-    body = queries.native_retriever(
+    body = native_mode.native_retriever(
         similarity="bm25",
         tokens=TOKENS,
         query_text="How do I upgrade?",
@@ -131,7 +133,7 @@ def test_native_retriever_shape_and_window():
 
 def test_vectors_bodies_shape():
     rest = queries.rest_of_fused([0.1, 0.2, 0.3], {"12.04": 0.7, "upgrade": -0.3}, BETA, "cosine")
-    one_call = queries.vectors_retriever(
+    one_call = vectors_mode.vectors_retriever(
         similarity="bm25", tokens=TOKENS, rest=rest, beta_first_stage=0.35, window=100
     )
     retriever(one_call)
@@ -151,12 +153,12 @@ def test_vectors_bodies_shape():
 
 def test_basic_query_weight_makes_the_first_pass_a_minmax_up_to_a_constant():
     scores = [7.5, 3.0, 4.2, 3.0]
-    w = queries.basic_query_weight(0.35, scores)
+    w = vectors_mode.basic_query_weight(0.35, scores)
     low, high = min(scores), max(scores)
     for s in scores:
         assert w * s == pytest.approx(0.35 * (s - low) / (high - low) + w * low)
-    assert queries.basic_query_weight(0.35, [2.0, 2.0]) == 0.0  # embedded min-max of a constant: zeros
-    assert queries.basic_query_weight(0.35, []) == 0.0
+    assert vectors_mode.basic_query_weight(0.35, [2.0, 2.0]) == 0.0  # embedded min-max of a constant: zeros
+    assert vectors_mode.basic_query_weight(0.35, []) == 0.0
 
 
 def test_inference_endpoint_is_a_custom_rerank_service_without_top_n():
@@ -247,7 +249,7 @@ def test_every_field_a_query_names_is_mapped():
         for f in named
         if f.startswith("bow.")
     )
-    native = queries.native_retriever(
+    native = native_mode.native_retriever(
         similarity="ib", tokens=TOKENS, query_text="q", inference_id="x", beta_first_stage=0.2, window=10
     )
     assert query_fields(native) <= mapped

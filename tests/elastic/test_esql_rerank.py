@@ -57,7 +57,7 @@ from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.elastic import mappings, setup
 from es_plugin_bridge.elastic.cluster.connection import ClusterInfo
 from es_plugin_bridge.elastic.mappings import RERANK_FIELD
-from es_plugin_bridge.elastic.queries import basic_query_weight
+from es_plugin_bridge.elastic.modes.vectors import basic_query_weight
 from es_plugin_bridge.elastic.setup import RERANK_REQUEST, RERANK_RESPONSE, inference_endpoint, inference_id
 from es_plugin_bridge.text import Preprocessor, TextOptions
 from es_plugin_bridge.text.sidecar_text import rerank_text

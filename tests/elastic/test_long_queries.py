@@ -20,6 +20,9 @@ from es_plugin_bridge.data.questions import question_from_text
 from es_plugin_bridge.data.spec import read_spec
 from es_plugin_bridge.elastic import queries
 from es_plugin_bridge.elastic.cluster import opensearch_dsl
+from es_plugin_bridge.elastic.modes import hybrid as hybrid_mode
+from es_plugin_bridge.elastic.modes import native as native_mode
+from es_plugin_bridge.elastic.modes import vectors as vectors_mode
 from es_plugin_bridge.engines.embedded import EmbeddedEngine
 from es_plugin_bridge.engines.query_terms import MAX_QUERY_TERMS, bounded_tokens, query_terms
 from es_plugin_bridge.text import Preprocessor
@@ -94,17 +97,17 @@ def test_every_modes_body_stays_under_the_limit(log_tokens):
     rest = queries.rest_of_fused(vector, terms, beta, "cosine")
     union = [str(i) for i in range(100)]
     bodies = {
-        "first stage / bridge": queries.first_stage_search("bm25", log_tokens, 50, exclude=["q"]),
-        "native": {"retriever": queries.native_retriever(
+        "first stage / bridge": hybrid_mode.first_stage_search("bm25", log_tokens, 50, exclude=["q"]),
+        "native": {"retriever": native_mode.native_retriever(
             similarity="bm25", tokens=log_tokens, query_text="x", inference_id="e",
             beta_first_stage=0.4, window=50)},
-        "vectors (one call)": {"retriever": queries.vectors_retriever(
+        "vectors (one call)": {"retriever": vectors_mode.vectors_retriever(
             similarity="bm25", tokens=log_tokens, rest=rest, beta_first_stage=0.4, window=50)},
         "vectors (two calls)": opensearch_dsl.translate({
             "query": queries.first_stage_query("bm25", log_tokens),
             "rescore": queries.rescore(rest, 50, 1.0)}),
-        "hybrid step 2": opensearch_dsl.translate(queries.union_search("bm25", log_tokens, union, rest)),
-        "hybrid-rrf": {"retriever": queries.rrf_retriever(
+        "hybrid step 2": opensearch_dsl.translate(hybrid_mode.union_search("bm25", log_tokens, union, rest)),
+        "hybrid-rrf": {"retriever": hybrid_mode.rrf_retriever(
             similarity="bm25", tokens=log_tokens, vector=vector, neural_similarity="cosine", knn="hnsw",
             window=50)},
     }

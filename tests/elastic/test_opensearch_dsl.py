@@ -20,6 +20,7 @@ from es_plugin_bridge.bridge.sidecar_target import SidecarTarget
 from es_plugin_bridge.elastic import mappings, queries
 from es_plugin_bridge.elastic.cluster import opensearch_dsl
 from es_plugin_bridge.elastic.modes import hybrid
+from es_plugin_bridge.elastic.modes import hybrid as hybrid_mode
 
 TOKENS = ["how", "do", "i", "upgrade", "to", "12.04"]
 BETA = {"first_stage": 0.35, "bow": 0.15, "neural": 0.5}
@@ -85,31 +86,31 @@ def test_a_zero_query_vector_sends_no_vector_function():
 
 
 def test_the_exact_neighbours_and_the_union_keep_their_shape():
-    dense = opensearch_dsl.translate(queries.dense_search(VECTOR, 50, "cosine", "exact", exclude={"q"}))
+    dense = opensearch_dsl.translate(hybrid_mode.dense_search(VECTOR, 50, "cosine", "exact", exclude={"q"}))
     script = dense["query"]["script_score"]
     assert script["script"]["source"] == \
         "(doc['vector'].size() == 0 ? 1.0 : cosineSimilarity(params.q, doc['vector']) + 1.0)"
     assert script["query"]["bool"]["filter"] == [{"exists": {"field": "vector"}}]
     assert dense["size"] == 50 and dense["_source"] is False
     rest = queries.rest_of_fused(VECTOR, {"upgrade": 0.5}, BETA, "cosine")
-    union = opensearch_dsl.translate(queries.union_search("bm25", TOKENS, ["a", "b"], rest))
+    union = opensearch_dsl.translate(hybrid_mode.union_search("bm25", TOKENS, ["a", "b"], rest))
     (clause,) = union["query"]["bool"]["should"]
     assert clause["match"]["text"]["_name"] == queries.FIRST_STAGE_NAME  # its score: matched_queries
     assert union["rescore"]["query"]["query_weight"] == 0.0 and union["size"] == 2
 
 
 def test_the_knn_section_becomes_the_k_nn_query_with_num_candidates_as_k():
-    body = queries.dense_search(VECTOR, 50, "cosine", "hnsw", exclude={"q"})
+    body = hybrid_mode.dense_search(VECTOR, 50, "cosine", "hnsw", exclude={"q"})
     sent = opensearch_dsl.translate(body)
     assert "knn" not in sent and sent["size"] == 50 and sent["_source"] is False
     assert sent["query"] == {"knn": {"vector": {
         "vector": VECTOR, "k": 500, "filter": {"bool": {"must_not": [{"ids": {"values": ["q"]}}]}}}}}
-    plain = opensearch_dsl.translate(queries.dense_search(VECTOR, 10, "cosine", "hnsw"))
+    plain = opensearch_dsl.translate(hybrid_mode.dense_search(VECTOR, 10, "cosine", "hnsw"))
     assert plain["query"] == {"knn": {"vector": {"vector": VECTOR, "k": 100}}}
 
 
 def test_what_opensearch_cannot_read_is_refused():
-    retriever = queries.rrf_retriever(similarity="bm25", tokens=TOKENS, vector=VECTOR,
+    retriever = hybrid_mode.rrf_retriever(similarity="bm25", tokens=TOKENS, vector=VECTOR,
                                      neural_similarity="cosine", knn="exact", window=10)
     with pytest.raises(ValueError, match="no retrievers"):
         opensearch_dsl.translate({"retriever": retriever})

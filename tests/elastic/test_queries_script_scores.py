@@ -27,6 +27,8 @@ from painless_as_python import painless_as_python
 
 from es_plugin_bridge.data.spec import read_spec
 from es_plugin_bridge.elastic import queries
+from es_plugin_bridge.elastic.modes import native as native_mode
+from es_plugin_bridge.elastic.modes import vectors as vectors_mode
 from es_plugin_bridge.text import Preprocessor
 
 SAMPLES = Path(__file__).resolve().parents[2] / "es_plugin_bridge" / "samples"
@@ -167,11 +169,12 @@ def test_both_retrievers_keep_only_the_candidates_and_drop_the_query():
     want = queries.first_stage_query("bm25", tokens, only=only, exclude=exclude)
     assert want["bool"]["filter"] == [{"ids": {"values": only}}]
     assert want["bool"]["must_not"] == [{"ids": {"values": [rq.query.id]}}]
-    native = queries.native_retriever(similarity="bm25", tokens=tokens, query_text=rq.query.title,
+    native = native_mode.native_retriever(similarity="bm25", tokens=tokens, query_text=rq.query.title,
                                       inference_id="e", beta_first_stage=0.35, window=10, only=only,
                                       exclude=exclude)
     rest = queries.rest_of_fused(QUERY, {"bank": 0.5}, {"bow": 0.15, "neural": 0.5}, "cosine")
-    vectors = queries.vectors_retriever(similarity="bm25", tokens=tokens, rest=rest, beta_first_stage=0.35,
+    vectors = vectors_mode.vectors_retriever(similarity="bm25", tokens=tokens, rest=rest,
+                                             beta_first_stage=0.35,
                                         window=10, only=only, exclude=exclude)
     assert _standard_queries(native) == [want, want]
     assert _standard_queries(vectors) == [want]

@@ -1,7 +1,7 @@
 """The vectors mode's first-stage weight on real windows whose scores span less than 1.
 
 On the basic licence the vectors mode cannot min-max the first stage inside Elasticsearch, so it
-scales the query by ``β_fs / (max − min)`` of the window (``queries.basic_query_weight``). Only a
+scales the query by ``β_fs / (max − min)`` of the window (``vectors_mode.basic_query_weight``). Only a
 window whose scores are all equal has no spread; LM-Dirichlet scores of AskUbuntu titles span far less
 than 1, and their weight must still make ``weight·s`` the min-max of the window up to one constant.
 """
@@ -15,7 +15,7 @@ import pytest
 
 from es_plugin_bridge.core.fusion import minmax
 from es_plugin_bridge.data.spec import read_spec
-from es_plugin_bridge.elastic import queries
+from es_plugin_bridge.elastic.modes import vectors as vectors_mode
 from es_plugin_bridge.engines import EmbeddedIndex
 from es_plugin_bridge.text import Preprocessor
 
@@ -43,7 +43,7 @@ def test_windows_spanning_less_than_one_are_min_maxed_up_to_a_constant(windows):
     narrow = [s for s in windows if 0 < np.ptp(s) < 1]
     assert len(narrow) >= 5, [float(np.ptp(s)) for s in windows]  # LM-Dirichlet windows are narrow
     for scores in narrow:
-        weight = queries.basic_query_weight(BETA, list(scores))
+        weight = vectors_mode.basic_query_weight(BETA, list(scores))
         assert weight == pytest.approx(BETA / np.ptp(scores))
         shifted = weight * scores - weight * scores.min()
         np.testing.assert_allclose(shifted, BETA * minmax(scores), rtol=1e-9, atol=1e-12)
@@ -52,12 +52,12 @@ def test_windows_spanning_less_than_one_are_min_maxed_up_to_a_constant(windows):
 @pytest.mark.parametrize("spread", [1e-9, 0.01, 0.5, 1.0, 3.0])
 def test_any_positive_spread_gives_beta_over_the_spread(spread):
     scores = [2.0, 2.0 + spread, 2.0 + spread / 2]
-    weight = queries.basic_query_weight(BETA, scores)
+    weight = vectors_mode.basic_query_weight(BETA, scores)
     assert weight == pytest.approx(BETA / spread)
     assert weight * scores[1] - weight * scores[0] == pytest.approx(BETA)  # the top gains exactly β_fs
 
 
 def test_one_or_equal_scores_have_no_spread_and_weight_zero():
-    assert queries.basic_query_weight(BETA, [0.42]) == 0.0
-    assert queries.basic_query_weight(BETA, [0.42, 0.42, 0.42]) == 0.0
-    assert queries.basic_query_weight(0.0, [1.0, 2.0]) == 0.0
+    assert vectors_mode.basic_query_weight(BETA, [0.42]) == 0.0
+    assert vectors_mode.basic_query_weight(BETA, [0.42, 0.42, 0.42]) == 0.0
+    assert vectors_mode.basic_query_weight(0.0, [1.0, 2.0]) == 0.0

@@ -1,10 +1,11 @@
 """The vector modes' request bodies in OpenSearch 2.19's terms.
 
-The modes ``vectors``, ``hybrid`` and ``hybrid-rrf`` build Elasticsearch bodies (``elastic/queries.py``,
-``elastic/modes/hybrid.py``). Everything in them but their vector parts reads the same on OpenSearch (it
-forked Elasticsearch 7.10): ``match``, ``bool``, ``ids``, ``exists``, ``match_all``, ``rank_feature``
-with ``linear`` (mapper-extras' ``RankFeatureQueryBuilder.ScoreFunction.Linear``), ``script_score``,
-a ``query`` rescore, ``_name`` and ``preference``. :func:`translate` rewrites the vector parts:
+The modes ``vectors``, ``hybrid`` and ``hybrid-rrf`` build Elasticsearch bodies (``elastic/modes/``, from
+the clauses of ``elastic/queries.py``). Everything in them but their vector parts reads the same on
+OpenSearch (it forked Elasticsearch 7.10): ``match``, ``bool``, ``ids``, ``exists``, ``match_all``,
+``rank_feature`` with ``linear`` (mapper-extras' ``RankFeatureQueryBuilder.ScoreFunction.Linear``),
+``script_score``, a ``query`` rescore, ``_name`` and ``preference``. :func:`translate` rewrites the vector
+parts:
 
 - **Painless.** Elasticsearch's vector functions take the field by name
   (``cosineSimilarity(params.q, 'vector')``, ``l1norm(params.q, 'vector')``); the k-NN plugin's take

@@ -71,13 +71,12 @@ from es_plugin_bridge.elastic.modes import ModeOption, ModeSpec, register_mode
 from es_plugin_bridge.elastic.modes.base import Ask, Mode, ModeOptions, ModeResult, hits_of
 from es_plugin_bridge.elastic.queries import (
     FIRST_STAGE_NAME,
-    RANK_CONSTANT,
-    dense_search,
-    first_stage_search,
-    msearch_lines,
+    exact_dense_query,
+    first_stage_query,
+    knn_search,
+    named,
     num_candidates,
-    rrf_retriever,
-    union_search,
+    rescore,
 )
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.text.sidecar_text import model_part, rerank_text
@@ -99,6 +98,91 @@ KNN_OPTION = ModeOption(
     "mode) wherever the index has a graph (cosine models); exact for hybrid and hybrid-rrf.")
 #: The ``rrf`` retriever's first GA release; before it (or without enterprise) the client fuses.
 RRF_RETRIEVER_SINCE = (8, 16, 0)
+
+
+#: Elasticsearch's default and the in-process ``hybrid-rrf``'s ``k`` (``whole_collection.RRF_K``).
+RANK_CONSTANT = 60
+
+def _search_body(**parts: Any) -> Body:
+    return {**parts, "_source": False, "track_total_hits": False}
+
+
+def first_stage_search(
+    similarity: str,
+    tokens: Sequence[str],
+    window: int,
+    *,
+    only: Collection[str] | None = None,
+    exclude: Collection[str] | None = None,
+) -> Body:
+    """Search body of the first stage's top window (ids and scores)."""
+    query = first_stage_query(similarity, tokens, only=only, exclude=exclude)
+    return _search_body(query=query, size=window)
+
+
+def dense_search(
+    vector: Sequence[float],
+    window: int,
+    similarity: str,
+    knn: str,
+    *,
+    only: Collection[str] | None = None,
+    exclude: Collection[str] | None = None,
+) -> Body:
+    """Search body of the vectors' top window: exact ``script_score``, or HNSW ``knn``."""
+    if knn == "hnsw":
+        return _search_body(knn=knn_search(vector, window, only=only, exclude=exclude), size=window)
+    return _search_body(query=exact_dense_query(vector, similarity, only=only, exclude=exclude), size=window)
+
+
+def msearch_lines(bodies: Sequence[Body], preference: str) -> list[Body]:
+    """``_msearch`` items: a header (the same ``preference`` as step 2: the same shard copies, so the
+    same collection statistics) before each body."""
+    lines: list[Body] = []
+    for body in bodies:
+        lines += [{"preference": preference}, body]
+    return lines
+
+
+def union_search(similarity: str, tokens: Sequence[str], union: Sequence[str], rest: Body) -> Body:
+    """Step 2: the union's first-stage scores (named) and, as ``_score``, the rest of fused.
+
+    ``first_stage_query(only=union)`` returns every member (the ``ids`` filter makes the match
+    optional); the rescore window holds them all, and ``query_weight: 0`` drops the first pass.
+    """
+    query = named(first_stage_query(similarity, tokens, only=list(union)))
+    return _search_body(query=query, rescore=rescore(rest, len(union), 0.0), size=len(union))
+
+
+def rrf_retriever(
+    *,
+    similarity: str,
+    tokens: Sequence[str],
+    vector: Sequence[float],
+    neural_similarity: str,
+    knn: str,
+    window: int,
+    rank_constant: int = RANK_CONSTANT,
+    only: Collection[str] | None = None,
+    exclude: Collection[str] | None = None,
+    vector_builder: Body | None = None,
+) -> Body:
+    """Mode hybrid-rrf in one call: ``rrf`` over the first stage and the vectors (enterprise/trial);
+    with ``vector_builder`` (HNSW only) Elasticsearch embeds the query, and no client call is made."""
+    first = first_stage_query(similarity, tokens, only=only, exclude=exclude)
+    if knn == "hnsw":
+        dense: Body = {"knn": knn_search(vector, window, only=only, exclude=exclude,
+                                         vector_builder=vector_builder)}
+    else:
+        exact = exact_dense_query(vector, neural_similarity, only=only, exclude=exclude)
+        dense = {"standard": {"query": exact}}
+    return {
+        "rrf": {
+            "retrievers": [{"standard": {"query": first}}, dense],
+            "rank_constant": int(rank_constant),
+            "rank_window_size": int(window),
+        }
+    }
 
 
 def first_stage_score(hit: Mapping[str, Any], name: str = FIRST_STAGE_NAME) -> float:

@@ -4,13 +4,14 @@ on the ``custom`` inference endpoint ``es setup`` registered, ``/v1/rerank?score
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
-from es_plugin_bridge.elastic import queries
 from es_plugin_bridge.elastic.cluster.connection import ClusterInfo, call
+from es_plugin_bridge.elastic.mappings import RERANK_FIELD
 from es_plugin_bridge.elastic.modes import ModeSpec, register_mode, require
 from es_plugin_bridge.elastic.modes.base import Ask, Mode, ModeOptions, ModeResult, hits_of
+from es_plugin_bridge.elastic.queries import first_stage_query
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.text.sidecar_text import model_part, rerank_text
 
@@ -20,11 +21,62 @@ if TYPE_CHECKING:
     from es_plugin_bridge.elastic.run_cleanup import RunCleanup
     from es_plugin_bridge.elastic.setup import IndexMeta
 
+Body = dict[str, Any]
+
 #: What ``--allow-rerank-failures`` gives, said with every such answer: Elasticsearch does not mark it.
 ALLOW_FAILURES_NOTE = (
     "allow_rerank_failures is on: if Elasticsearch could not reach the sidecar, this is the first-stage "
     "order (Elasticsearch keeps the first-stage scores and does not say so in the answer)"
 )
+
+
+def native_retriever(
+    *,
+    similarity: str,
+    tokens: Sequence[str],
+    query_text: str,
+    inference_id: str,
+    beta_first_stage: float,
+    window: int,
+    only: Collection[str] | None = None,
+    exclude: Collection[str] | None = None,
+    allow_failures: bool = False,
+) -> Body:
+    """Mode native: ``linear`` of the first stage (weight β_fs, ``minmax``) and the sidecar's reranker.
+
+    The sidecar's endpoint answers the linear rest of the fused score (``/v1/rerank?score=linear``),
+    which Elasticsearch turns into s + 1 (s ≥ 0); the sum is ``fused + 1 + const``. Both children see
+    the same first-stage window (``rank_window_size`` of the reranker = the parent's).
+
+    ``allow_failures`` (``allow_rerank_failures``, Elasticsearch 8.19/9.1+): when the sidecar fails,
+    ``RankFeaturePhase`` keeps the window's first-stage scores instead of failing the search, so the
+    ``linear`` sum is β_fs·minmax(s) + s: the first-stage order. Elasticsearch marks nothing in the
+    answer (``TextSimilarityRankRetrieverBuilder``, ``RankFeaturePhaseRankCoordinatorContext``).
+    """
+    first = first_stage_query(similarity, tokens, only=only, exclude=exclude)
+    reranker = {
+        "text_similarity_reranker": {
+            "retriever": {"standard": {"query": first}},
+            "field": RERANK_FIELD,
+            "inference_id": inference_id,
+            "inference_text": query_text,
+            "rank_window_size": window,
+            **({"allow_rerank_failures": True} if allow_failures else {}),
+        }
+    }
+    return {
+        "linear": {
+            "retrievers": [
+                {
+                    "retriever": {"standard": {"query": first}},
+                    "weight": float(beta_first_stage),
+                    "normalizer": "minmax",
+                },
+                {"retriever": reranker, "weight": 1.0, "normalizer": "none"},
+            ],
+            "rank_window_size": window,
+        }
+    }
 
 
 class NativeMode(Mode):
@@ -45,7 +97,7 @@ class NativeMode(Mode):
         self.allow_failures = allow_failures
 
     def rank(self, ask: Ask, timings: dict[str, float]) -> ModeResult:
-        retriever = queries.native_retriever(
+        retriever = native_retriever(
             similarity=self.stage.similarity,
             tokens=self.stage.tokens(ask.query),
             query_text=rerank_text(model_part(ask.query)),  # the model reads its start (sidecar_text)

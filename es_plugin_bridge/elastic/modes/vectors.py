@@ -6,18 +6,63 @@ OpenSearch: the two calls, with the k-NN plugin's Painless functions).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from es_plugin_bridge.bridge.sidecar_client import SidecarClient
 from es_plugin_bridge.elastic import queries
 from es_plugin_bridge.elastic.modes import ModeSpec, register_mode
 from es_plugin_bridge.elastic.modes.base import Ask, Mode, ModeOptions, ModeResult, hits_of
+from es_plugin_bridge.elastic.queries import first_stage_query, rescore
 from es_plugin_bridge.errors import UserError
 
 if TYPE_CHECKING:
     from es_plugin_bridge.elastic.engine import ElasticsearchFirstStage
     from es_plugin_bridge.elastic.setup import IndexMeta
+
+Body = dict[str, Any]
+
+
+def vectors_retriever(
+    *,
+    similarity: str,
+    tokens: Sequence[str],
+    rest: Body,
+    beta_first_stage: float,
+    window: int,
+    only: Collection[str] | None = None,
+    exclude: Collection[str] | None = None,
+) -> Body:
+    """Mode vectors in one call (enterprise/trial: ``linear`` is not in the basic licence): a ``rescorer``
+    over a one-child ``linear`` that min-maxes the first stage with weight β_fs, adding ``rest``."""
+    first = first_stage_query(similarity, tokens, only=only, exclude=exclude)
+    return {
+        "rescorer": {
+            "retriever": {
+                "linear": {
+                    "retrievers": [
+                        {
+                            "retriever": {"standard": {"query": first}},
+                            "weight": float(beta_first_stage),
+                            "normalizer": "minmax",
+                        }
+                    ],
+                    "rank_window_size": window,
+                }
+            },
+            "rescore": rescore(rest, window, 1.0),
+        }
+    }
+
+
+def basic_query_weight(beta_first_stage: float, scores: Sequence[float]) -> float:
+    """Mode vectors on any licence: β_fs / (max − min) of the window's first-stage scores, so that
+    ``query_weight·s`` = β_fs·minmax(s) + a constant (0 when the window's scores are all equal,
+    where the embedded min-max gives zeros)."""
+    if not scores:
+        return 0.0
+    spread = max(scores) - min(scores)
+    return float(beta_first_stage) / spread if spread > 0 else 0.0
 
 
 class VectorsMode(Mode):
@@ -51,7 +96,7 @@ class VectorsMode(Mode):
         )
         tokens = self.stage.tokens(ask.query)
         if self.one_call:
-            retriever = queries.vectors_retriever(
+            retriever = vectors_retriever(
                 similarity=self.stage.similarity,
                 tokens=tokens,
                 rest=rest,
@@ -70,7 +115,7 @@ class VectorsMode(Mode):
         pin = {"preference": f"esrerank-{uuid.uuid4().hex}"}
         probe, timings["window"] = self._search(ask.window, sources=False, query=first, **pin)
         found = hits_of(probe)
-        weight = queries.basic_query_weight(self.beta["first_stage"], [s for _, s in found])
+        weight = basic_query_weight(self.beta["first_stage"], [s for _, s in found])
         # A rescore window is per shard: rescoring only the global window's ids (each shard holds at
         # most ``window`` of them) reranks exactly the global first-stage top window on any shard count.
         window_only = queries.first_stage_query(self.stage.similarity, tokens, only=[d for d, _ in found],
