@@ -98,7 +98,7 @@ class ModeSpec:
     sidecar: str = ""
     support: Mapping[str, str] = field(default_factory=dict)
     options: tuple[ModeOption, ...] = ()
-    rule: Callable[[Any, Any], str | None] | None = None
+    rule: Callable[[ClusterInfo, IndexMeta], str | None] | None = None
     suggest: int | None = None
 
     def unavailable(self, cluster: ClusterInfo, meta: IndexMeta) -> str | None:
@@ -114,7 +114,7 @@ class ModeSpec:
             return str(exc)
         return self.rule(cluster, meta) if self.rule is not None else None
 
-    def vectors_refusal(self, meta: Any) -> str | None:
+    def vectors_refusal(self, meta: IndexMeta) -> str | None:
         """Why the mode cannot search an index whose model has no vector per text (a pairwise model,
         ``meta.pairwise``, what ``es setup`` read from the model directory), or None."""
         if not (self.needs_vectors and meta.pairwise):
