@@ -61,7 +61,8 @@ HOSTILE: list[tuple[str, str, bytes]] = [
      json.dumps({"texts": [{"title": "x" * 100_001}]}).encode()),
     ("v1/rerank: 1,001 documents (over --max-documents)", "/v1/rerank",
      json.dumps({"query": "wifi", "documents": ["wifi drops"] * 1001}).encode()),
-    # status 0 here: the server answers 413 and closes once it reads the length, while the client sends
+    # 413 once the length is read; the connection lingers while the client sends the rest (status 0
+    # before the lingering close: the server's reset destroyed the answer)
     ("v1/embed: 33 MB body (over --max-body-mb)", "/v1/embed",
      json.dumps({"texts": ["a" * 99_000] * 350}).encode()),
     ("v1/embed: JSON nested 100,000 deep", "/v1/embed", _nested(100_000)),

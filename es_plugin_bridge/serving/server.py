@@ -29,6 +29,11 @@ check the token, (2) hold one of only 100 connections for as long as it keeps tr
 - every answer the server makes itself (400, 401, 408-close, 413, 431, 503, 500) is JSON ``{"error": ...}``,
   and every refusal (those answers, and a late request's dropped connection) goes to ``on_reject``
   (``Metrics.reject``: counted by reason, one log line) — they never reach the app to be counted there;
+- a refused request's connection lingers before it closes (``LINGER_S``): the answer is sent, the
+  server's side shut down, and what the client still sends (the rest of a body over the cap) read and
+  dropped until it closes its side or the time is up. Closing a socket with unread bytes sends a reset,
+  which can destroy the answer on its way: a client posting a body over ``--max-body-mb`` read "connection
+  reset" or "broken pipe", never the 413 that says why (nor could ``es index`` split its batch);
 - ``host="::"`` listens on IPv4 too where the OS allows (a dual-stack socket; waitress sets
   ``IPV6_V6ONLY``, which made ``--host ::`` unreachable over IPv4).
 
@@ -69,6 +74,12 @@ _REASONS = {400: "bad_request", 401: "unauthorized", 413: "body_too_large", 431:
             503: "queue_full"}
 #: The WSGI environ key holding ``time.monotonic()`` of a request's first byte.
 RECEIVED = "esrerank.received"
+#: Seconds a refused request's connection keeps reading (and dropping) what its client still sends after
+#: the answer, so that the answer is not lost to a reset (Apache's lingering close takes 2 s too).
+LINGER_S = 2.0
+#: Bytes a lingering connection reads a turn (waitress's ``recv_bytes`` is 8 KB: a 40 MB body's rest in
+#: 640 reads, not 5,000).
+_LINGER_READ = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -115,19 +126,23 @@ class _JsonErrorTask(ErrorTask):
 
     def execute(self) -> None:
         error = self.request.error
-        body = json.dumps({"error": f"{error.reason}: {error.body}"}).encode()
+        detail = f"{error.reason}: {error.body}"
+        if error.code == 413:  # waitress says "exceeds max_body of N": name the unit and the option
+            detail += " bytes (esrerank serve --max-body-mb): send fewer or shorter texts a request"
+        body = json.dumps({"error": detail}).encode()
         self.status = f"{error.code} {error.reason}"
         on_reject: OnReject | None = getattr(self.channel.server, "on_reject", None)
         if on_reject is not None:
             request = self.request
             on_reject(error.code, _REASONS.get(error.code, f"http_{error.code}"), *_line(request),
-                      _client(self.channel), f"{error.reason}: {error.body}")
+                      _client(self.channel), detail)
         self.response_headers.append(("Content-Type", "application/json"))
         if isinstance(error, Unauthorized):
             self.response_headers.append(("WWW-Authenticate", "Bearer"))
         if isinstance(error, Busy):
             self.response_headers.append(("Retry-After", str(RETRY_AFTER_S)))
         self.set_close_on_finish()
+        self.channel.linger = True  # the client may still be sending: let it read this answer
         self.content_length = len(body)
         self.write(body)
 
@@ -223,6 +238,52 @@ class _Channel(HTTPChannel):
             self.answer_now = False
             self.service()  # an error task: a JSON line written to the buffer, the connection closing
         return result
+
+    # -- lingering close (LINGER_S) -----------------------------------------------------------------
+    linger = False  # the answer refuses a request whose client may still be sending
+    lingering_until: float | None = None  # time.monotonic() at which a lingering channel closes
+
+    def handle_close(self) -> None:
+        """waitress's, but a channel that answered a refusal first shuts down its sending side and reads
+        what is still coming, so the client's TCP stack never sees a reset before it has read the answer."""
+        if self.linger and self.lingering_until is None and self.connected and not self.total_outbufs_len:
+            try:
+                self.socket.shutdown(socket.SHUT_WR)  # FIN after the answer's last byte
+            except OSError:
+                pass
+            else:
+                self.lingering_until = time.monotonic() + LINGER_S
+                self.will_close = False
+                return
+        super().handle_close()
+
+    def readable(self) -> bool:
+        return True if self.lingering_until is not None else bool(super().readable())
+
+    def writable(self) -> bool:
+        """While lingering, "writable" once its time is up (or the server wants the room): the event loop
+        then closes it through :meth:`handle_write`, whether or not the client still sends."""
+        if self.lingering_until is not None:
+            return self.will_close or time.monotonic() >= self.lingering_until
+        return bool(super().writable())
+
+    def handle_write(self) -> None:
+        if self.lingering_until is not None:
+            HTTPChannel.handle_close(self)
+            return
+        super().handle_write()
+
+    def handle_read(self) -> None:
+        """waitress's; a lingering channel drops what it reads and closes once the client has closed."""
+        if self.lingering_until is None:
+            super().handle_read()
+            return
+        try:
+            data = self.recv(_LINGER_READ)
+        except OSError:
+            data = b""
+        if not data or time.monotonic() >= self.lingering_until:
+            HTTPChannel.handle_close(self)
 
     def service(self) -> None:
         """waitress's; it skips a request whose client hung up while it waited: counted as dropped."""

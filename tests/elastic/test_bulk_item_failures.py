@@ -108,6 +108,26 @@ def test_a_refused_text_checked_before_sending_costs_no_bisection(cluster, clien
     assert set(cluster.docs) == {q.id for q in batch} - {batch[BAD].id}
 
 
+def test_a_batch_over_the_sidecars_body_cap_is_split_until_it_fits(cluster, client, exported, questions):  # noqa: F811
+    """A sidecar served with a smaller ``--max-body-mb`` than ``es index``'s batch needs answers 413 (its
+    lingering close lets the client read it while the rest of the body is still on its way:
+    ``serving/server.py``), a refusal of what was sent, so the batch is split until each part fits:
+    every question stored, none failed. Before, the server closed on the unread rest, the client read
+    "connection reset" (and was told the sidecar was likely at its connection limit), and the whole batch
+    failed as unanswered. The batch is the SemEval questions 48 times over (new ids), 7.5 MB of JSON
+    against a 1 MB cap: more than the loopback sockets hold before the server reads it (a batch that
+    fits in them reached the 413 before too)."""
+    batch = [Question(f"{q.id}~{copy}", q.title, q.body) for copy in range(48) for q in questions]
+    limits = Limits(max_body_bytes=1024 * 1024)
+    with threaded_server(ModelDirectory.load(exported["bow-cnn"], threads=1), TOKEN, limits) as srv:
+        prepare = Embedding(srv.url)
+        report = index_questions(client, INDEX, batch, prepare, batch_size=len(batch), batch_refused=refused,
+                                 **FAST)
+    assert (report.read, report.indexed, report.failed) == (len(batch), len(batch), 0), report.failures[:3]
+    assert prepare.calls[:3] == [len(batch), len(batch) // 2, len(batch) // 4]  # refused, then halved
+    assert set(cluster.docs) == {q.id for q in batch} and set(cluster.sends().values()) == {1}
+
+
 def test_a_wrong_token_is_not_split_text_by_text(cluster, client, sidecar, sixty):  # noqa: F811
     """401 is about the caller, not a text: one call per batch, and three failed batches stop the run."""
     prepare = Embedding(sidecar, token="not-the-token")

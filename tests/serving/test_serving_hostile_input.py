@@ -8,19 +8,24 @@ import json
 import shutil
 import socket
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import numpy as np
 import pytest
 from sidecar_apps import threaded_server
 
+from es_plugin_bridge.bridge.sidecar_client import EmbedError, SidecarClient
 from es_plugin_bridge.core.fusion import minmax
 from es_plugin_bridge.core.manifest import manifest_digest, write_manifest
+from es_plugin_bridge.data.spec import read_spec
+from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.serving import ModelDirectory
 from es_plugin_bridge.serving.app import create_app
 from es_plugin_bridge.serving.schemas import NOT_BLANK_PATTERN
-from es_plugin_bridge.serving.server import Limits
+from es_plugin_bridge.serving.server import LINGER_S, Limits
 
 SAMPLES = Path(__file__).resolve().parents[2] / "es_plugin_bridge" / "samples"
 SEMEVAL_DEV = SAMPLES / "semeval2016-task3" / "SemEval2016-Task3-CQA-QL-dev.xml"
@@ -180,6 +185,52 @@ def test_the_servers_own_answers_are_json(server):
     assert status == 431 and "error" in body
     status, body, _ = _exchange(server.port, b"NONSENSE\r\n\r\n")
     assert status == 400 and "error" in body
+
+
+def test_a_client_that_sends_a_body_over_the_cap_whole_reads_its_413(server):
+    """Clients send the whole body before they read (urllib, http.client, the product's own client).
+    The server answers 413 once the headers say the length, and then lingers: it shuts its side down and
+    drops what the client still sends, so the answer reaches the client instead of a reset (closing a
+    socket with unread bytes sends RST, which discarded the 413: urllib read "connection reset", the
+    product's client "broken pipe", for a body 40 times the 1 MB cap)."""
+    request = urllib.request.Request(f"{server.url}/v1/rerank", data=b"x" * (40 << 20), headers=AUTH)
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=20)
+    answer = json.loads(refused.value.read())
+    assert refused.value.code == 413 and "--max-body-mb" in answer["error"], answer
+    long_title = (" ".join(q.title for q in _semeval_titles()) * 200)[:90_000]  # real titles
+    with pytest.raises(EmbedError) as embed:  # 20 of them: 1.8 MB of JSON
+        SidecarClient(server.url, token=TOKEN, timeout=20).embed([Question("big", long_title, "")] * 20)
+    assert embed.value.status == 413 and embed.value.refused_a_text, embed.value  # es index splits it
+    assert "--max-body-mb" in str(embed.value)
+
+
+def _semeval_titles() -> list[Question]:
+    return list(read_spec(f"semeval:{SEMEVAL_DEV}").questions.values())[:50]
+
+
+def test_a_refused_connection_lingers_a_bounded_time_whatever_the_client_does(server):
+    """After its 413, a client that neither sends the rest nor closes holds its connection for LINGER_S
+    (plus the event loop's one-second turn), not until ``idle_timeout``: the linger is bounded."""
+    channels = server.servers[0].active_channels
+    head = (f"POST /v1/rerank HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n"
+            "Content-Type: application/json\r\nContent-Length: 5000000\r\n\r\n").encode()
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        sock.sendall(head + b"x" * 65536)
+        start, data = time.monotonic(), b""
+        while chunk := sock.recv(65536):  # the answer, then the server's FIN (its side shut down)
+            data += chunk
+        assert data.split(b" ")[1] == b"413"
+        port = sock.getsockname()[1]
+
+        def mine() -> list:
+            return [c for c in list(channels.values()) if c.addr[1] == port]
+
+        assert mine()  # still open: the server reads what this client may still send
+        while mine() and time.monotonic() - start < LINGER_S + 5:
+            time.sleep(0.05)
+        elapsed = time.monotonic() - start
+    assert not mine() and elapsed < LINGER_S + 3, elapsed
 
 
 def test_a_client_that_trickles_its_request_is_disconnected(server):
