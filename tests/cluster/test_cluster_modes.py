@@ -8,6 +8,9 @@ Why each holds (``es_plugin_bridge/elastic/cluster/shards.py`` cites the engine'
 
 - every search asks for global statistics (``dfs_query_then_fetch``), so each shard scores the first
   stage as one shard would;
+- ``learned-hybrid`` (the default) on several shards sends its two clauses' windows in one ``_msearch``
+  and fuses them on the client with its fitted normalisation, combination and weights, so its top ten
+  is the in-process ranker's;
 - ``bridge`` reranks the merged top window on the client; ``rerank``'s response processor sees the
   merged page; ``hybrid``'s windows are merged tops (its exact neighbours a ``script_score``), and its
   second search is restricted to the union, so the per-shard rescore window holds all of it;
@@ -36,6 +39,7 @@ from shard_checks import (
 
 from es_plugin_bridge.data.questions import question_from_text
 from es_plugin_bridge.data.spec import read_spec
+from es_plugin_bridge.elastic.modes import mode_names
 from es_plugin_bridge.rankers import RankerContext, TokenCache, build
 from es_plugin_bridge.text import Preprocessor
 from es_plugin_bridge.text.sidecar_text import rerank_text
@@ -45,8 +49,8 @@ pytestmark = [pytest.mark.cluster, pytest.mark.engine, pytest.mark.slow]
 WINDOW = 50
 #: Each mode and the in-process ranker whose order it gives (``rerank``: the model's order of the
 #: in-process BM25 window, asked of the sidecar).
-MODES = {"bridge": "fused", "vectors": "fused", "hybrid": "hybrid", "hybrid-rrf": "hybrid-rrf",
-         "rerank": "bm25"}
+MODES = {"learned-hybrid": "learned-hybrid", "bridge": "fused", "vectors": "fused", "hybrid": "hybrid",
+         "hybrid-rrf": "hybrid-rrf", "rerank": "bm25"}
 #: The modes whose answer depends on the order of equal first-stage scores, not only on the scores:
 #: hybrid-rrf fuses ranks, and rerank's window ends at a rank (a tie across its edge).
 RANKED = ("hybrid-rrf", "rerank")
@@ -56,6 +60,10 @@ TIED_AT_MOST = {"hybrid-rrf": 0.5, "rerank": 0.2}  # SemEval: 14 of 30 queries t
 PAIRS = 260
 #: Lucene keeps 9 significant bits of a rank_features value: a BOW cosine moves < 2^-8.
 TRUNCATION = 2.0**-8
+
+
+def test_every_mode_opensearch_runs_is_compared_here():
+    assert set(MODES) == set(mode_names("opensearch"))
 
 
 @dataclass
