@@ -26,7 +26,7 @@ from es_plugin_bridge.data.types import Question
 ROOT = Path(__file__).resolve().parents[1]
 PAIRS = ROOT / "es_plugin_bridge" / "samples" / "askubuntu-pairs"
 SHARED_PAIRS = Path("/work/shared/data/askubuntu-pairs")
-MODES = ("rerank", "bridge", "vectors", "hybrid", "hybrid-rrf")
+MODES = ("rerank", "learned-hybrid", "bridge", "vectors", "hybrid", "hybrid-rrf")
 
 
 def askubuntu_questions(count: int) -> list[Question]:

@@ -31,7 +31,7 @@ pytestmark = [pytest.mark.cluster, pytest.mark.engine, pytest.mark.slow]
 THEIRS = "forum-5-shards"
 COPY = "forum-5-shards-reranked"
 FIELDS = ["--from-index", THEIRS, "--title-field", "question.title", "--body-field", "question.text"]
-MODES = ("vectors", "hybrid", "hybrid-rrf", "rerank", "bridge")
+MODES = ("learned-hybrid", "vectors", "hybrid", "hybrid-rrf", "rerank", "bridge")
 
 
 @pytest.fixture(scope="module")

@@ -17,11 +17,11 @@ terms the sidecar answers for it. While the node is down, and once it is back, t
 guarantees hold as well (``engine_failover``: counts, yellow never red, a new manager, the same top 10s,
 a write acknowledged; the rejoined node whole).
 
-*During a search load* of two clients per mode (``rerank``, ``bridge``, ``vectors``, ``hybrid``,
-``hybrid-rrf``: ten threads), ``kill -9`` of the elected cluster manager: every search ends within its
-deadline, every failure is one line (the product's ``UserError``), and every answer equals the healthy
-cluster's (a fallback: the first stage's top 10). A search needs one active copy of every shard and the
-coordinating node moves to the next copy of a shard when one fails (``AbstractSearchAsyncAction``
+*During a search load* of two clients per mode (``rerank``, ``learned-hybrid``, ``bridge``, ``vectors``,
+``hybrid``, ``hybrid-rrf``: twelve threads), ``kill -9`` of the elected cluster manager: every search ends
+within its deadline, every failure is one line (the product's ``UserError``), and every answer equals the
+healthy cluster's (a fallback: the first stage's top 10). A search needs one active copy of every shard and
+the coordinating node moves to the next copy of a shard when one fails (``AbstractSearchAsyncAction``
 ``onShardFailure``/``performPhaseOnShard``); the client moves to another node when its node is gone.
 The node restarts, rejoins, and the cluster is green again.
 """

@@ -39,7 +39,7 @@ VAL = Path(__file__).resolve().parents[2] / "es_plugin_bridge" / "samples" / "as
 THEIRS = "forum"
 COPY = "forum-reranked"
 FIELDS = ["--from-index", THEIRS, "--title-field", "question.title", "--body-field", "question.text"]
-MODES = ("vectors", "hybrid", "hybrid-rrf", "rerank", "bridge")
+MODES = ("learned-hybrid", "vectors", "hybrid", "hybrid-rrf", "rerank", "bridge")
 THEIR_META = {"owner": "forum-team", "schema": 3}
 
 

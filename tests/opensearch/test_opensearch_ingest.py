@@ -58,7 +58,7 @@ from es_plugin_bridge.local_http import free_port
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
 WINDOW = 50
-MODES = ("vectors", "hybrid", "hybrid-rrf")
+MODES = ("learned-hybrid", "vectors", "hybrid", "hybrid-rrf")
 MESSY = ("$", "`", "|", '"', "{", "\\", "->")
 #: An address where nothing listens: ``es index`` on an ingest index must not need the sidecar.
 NO_SIDECAR = "http://127.0.0.1:9"

@@ -38,7 +38,7 @@ from es_plugin_bridge.text.sidecar_text import MAX_TEXT_CHARS
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
 INDEX = "long-query"
-MODES = ["bridge", "rerank", "vectors", "hybrid", "hybrid-rrf"]
+MODES = ["learned-hybrid", "bridge", "rerank", "vectors", "hybrid", "hybrid-rrf"]
 
 
 @pytest.fixture(scope="module")
