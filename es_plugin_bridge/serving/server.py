@@ -279,10 +279,10 @@ class _Channel(HTTPChannel):
             super().handle_read()
             return
         try:
-            data = self.recv(_LINGER_READ)
+            data: bytes | None = self.recv(_LINGER_READ)  # b"": the client closed, and recv closed this
         except OSError:
-            data = b""
-        if not data or time.monotonic() >= self.lingering_until:
+            data = None
+        if data is None or (data and time.monotonic() >= self.lingering_until):
             HTTPChannel.handle_close(self)
 
     def service(self) -> None:
