@@ -19,7 +19,6 @@ from sidecar_apps import threaded_server
 from es_plugin_bridge.bridge.sidecar_client import EmbedError, SidecarClient
 from es_plugin_bridge.core.fusion import minmax
 from es_plugin_bridge.core.manifest import manifest_digest, write_manifest
-from es_plugin_bridge.data.spec import read_spec
 from es_plugin_bridge.data.types import Question
 from es_plugin_bridge.errors import UserError
 from es_plugin_bridge.serving import ModelDirectory
@@ -187,7 +186,7 @@ def test_the_servers_own_answers_are_json(server):
     assert status == 400 and "error" in body
 
 
-def test_a_client_that_sends_a_body_over_the_cap_whole_reads_its_413(server):
+def test_a_client_that_sends_a_body_over_the_cap_whole_reads_its_413(server, semeval_dev):
     """Clients send the whole body before they read (urllib, http.client, the product's own client).
     The server answers 413 once the headers say the length, and then lingers: it shuts its side down and
     drops what the client still sends, so the answer reaches the client instead of a reset (closing a
@@ -198,15 +197,11 @@ def test_a_client_that_sends_a_body_over_the_cap_whole_reads_its_413(server):
         urllib.request.urlopen(request, timeout=20)
     answer = json.loads(refused.value.read())
     assert refused.value.code == 413 and "--max-body-mb" in answer["error"], answer
-    long_title = (" ".join(q.title for q in _semeval_titles()) * 200)[:90_000]  # real titles
+    long_title = (" ".join(q.query.title for q in semeval_dev) * 200)[:90_000]  # real titles
     with pytest.raises(EmbedError) as embed:  # 20 of them: 1.8 MB of JSON
         SidecarClient(server.url, token=TOKEN, timeout=20).embed([Question("big", long_title, "")] * 20)
     assert embed.value.status == 413 and embed.value.refused_a_text, embed.value  # es index splits it
     assert "--max-body-mb" in str(embed.value)
-
-
-def _semeval_titles() -> list[Question]:
-    return list(read_spec(f"semeval:{SEMEVAL_DEV}").questions.values())[:50]
 
 
 def test_a_refused_connection_lingers_a_bounded_time_whatever_the_client_does(server):
